@@ -1,0 +1,87 @@
+"""Column values and messages as bytes (msgpack), with exact types kept end to end.
+
+msgpack carries None, int (up to unsigned 64-bit), float, str and bytes natively. The types
+that MySQL has and msgpack has not travel as extension types whose payload is text or an
+integer, never as something a receiver could evaluate:
+
+    1 DECIMAL    str(Decimal)                  exact digits and scale
+    2 DATETIME   ISO 8601, microseconds         naive; TIMESTAMP is sent in UTC
+    3 DATE       ISO 8601
+    4 TIME       signed microseconds (int)      TIME is a duration in MySQL (-838:59:59…)
+    5 SET        list of member strings
+
+Decoding rejects unknown extension codes and malformed payloads with ProtocolError.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import msgpack
+
+from .errors import ProtocolError
+
+_DECIMAL, _DATETIME, _DATE, _TIME, _SET = 1, 2, 3, 4, 5
+_MICROS = dt.timedelta(microseconds=1)
+
+
+def _default(value: Any) -> msgpack.ExtType:
+    # datetime before date: a datetime is also a date.
+    if isinstance(value, Decimal):
+        return msgpack.ExtType(_DECIMAL, str(value).encode())
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return msgpack.ExtType(_DATETIME, value.isoformat().encode())
+    if isinstance(value, dt.date):
+        return msgpack.ExtType(_DATE, value.isoformat().encode())
+    if isinstance(value, dt.timedelta):
+        return msgpack.ExtType(_TIME, msgpack.packb(value // _MICROS))
+    if isinstance(value, set | frozenset):
+        return msgpack.ExtType(_SET, msgpack.packb(sorted(value)))
+    raise TypeError(f"cannot encode a value of type {type(value).__name__}")
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    try:
+        if code == _DECIMAL:
+            return Decimal(data.decode())
+        if code == _DATETIME:
+            return dt.datetime.fromisoformat(data.decode())
+        if code == _DATE:
+            return dt.date.fromisoformat(data.decode())
+        if code == _TIME:
+            micros = msgpack.unpackb(data)
+            if not isinstance(micros, int):
+                raise ValueError("TIME payload is not an integer")
+            return dt.timedelta(microseconds=micros)
+        if code == _SET:
+            members = msgpack.unpackb(data)
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise ValueError("SET payload is not a list of strings")
+            return set(members)
+    except (ValueError, InvalidOperation, UnicodeDecodeError, msgpack.UnpackException) as exc:
+        raise ProtocolError(f"malformed value of extension type {code}: {exc}") from exc
+    raise ProtocolError(f"unknown value extension type {code}")
+
+
+def pack(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=_default, use_bin_type=True)
+
+
+def unpack(data: bytes, max_len: int = 64 * 1024 * 1024) -> Any:
+    """Decode one msgpack document; anything malformed raises ProtocolError."""
+    try:
+        return msgpack.unpackb(
+            data,
+            ext_hook=_ext_hook,
+            raw=False,
+            strict_map_key=True,
+            max_buffer_size=max_len,
+        )
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
+        raise ProtocolError(f"payload is not valid msgpack: {exc}") from exc

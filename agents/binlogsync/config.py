@@ -1,0 +1,377 @@
+"""Agent configuration: one TOML file per agent, loaded once into frozen dataclasses.
+
+Secrets never live in the TOML: a password or key comes from a file (`*_file`) or an
+environment variable (`*_env`). `load_hub` and `load_client` check every key at start-up and
+raise ConfigError naming the key and what was expected; unknown keys are errors too, so a typo
+cannot silently fall back to a default. The environment is read only here, passed in as a
+mapping, never by library modules themselves. docs/config.md documents every key.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .tables import TableFilter
+
+_MISSING = object()
+
+
+class _Section:
+    """Typed access to one TOML table that remembers which keys were read."""
+
+    def __init__(self, name: str, data: Any, base: Path) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"[{name}] must be a table", f"write it as [{name}] with keys below")
+        self.name, self.data, self.base, self.read = name, data, base, set()
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
+        self.read.add(key)
+        if key not in self.data:
+            if default is _MISSING:
+                raise ConfigError(f"{self.name}.{key} is missing", f"set {key} in [{self.name}]")
+            return default
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        # TOML ints are fine where floats are expected; bools are not ints here.
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            raise ConfigError(
+                f"{self.name}.{key} must be {names}, got {type(value).__name__} {value!r}"
+            )
+        return value
+
+    def positive(self, key: str, kind: type, default: Any) -> Any:
+        value = self.get(key, kind, default)
+        if value <= 0:
+            raise ConfigError(f"{self.name}.{key} must be > 0, got {value!r}")
+        return value
+
+    def port(self, key: str, default: Any = _MISSING, allow_zero: bool = False) -> int:
+        value = self.get(key, int, default)
+        if not (0 if allow_zero else 1) <= value <= 65535:
+            raise ConfigError(f"{self.name}.{key} must be a TCP port (1-65535), got {value!r}")
+        return int(value)
+
+    def path(self, key: str, default: Any = _MISSING) -> Path | None:
+        value = self.get(key, str, default)
+        if value is None:
+            return None
+        path = Path(value)
+        return path if path.is_absolute() else (self.base / path)
+
+    def tables(self, key: str, default: Any = ("*.*",)) -> TableFilter:
+        value = self.get(key, list, list(default))
+        if not value or not all(isinstance(p, str) for p in value):
+            raise ConfigError(f"{self.name}.{key} must be a non-empty list of 'schema.table'")
+        return TableFilter(tuple(value))
+
+    def secret(self, key: str, env: Mapping[str, str], required: bool = False) -> str:
+        """A secret from `KEY_file` or `KEY_env`; `KEY` itself is refused."""
+        if key in self.data:
+            raise ConfigError(
+                f"{self.name}.{key} is set in the TOML file; secrets never go there",
+                f"use {key}_file = 'path' or {key}_env = 'VARIABLE' instead",
+            )
+        file = self.path(f"{key}_file", None)
+        var = self.get(f"{key}_env", str, None)
+        if file is not None:
+            try:
+                return file.read_text().rstrip("\n")
+            except OSError as exc:
+                raise ConfigError(f"{self.name}.{key}_file: cannot read {file}: {exc}") from exc
+        if var is not None:
+            if var not in env:
+                raise ConfigError(
+                    f"{self.name}.{key}_env names ${var}, which is not set",
+                    f"export {var}=… before starting the agent",
+                )
+            return env[var]
+        if required:
+            raise ConfigError(f"{self.name}: set {key}_file or {key}_env")
+        return ""
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.read)
+        if unknown:
+            raise ConfigError(
+                f"[{self.name}] has unknown key(s): {', '.join(unknown)}",
+                "check the spelling against docs/config.md",
+            )
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    host: str = "127.0.0.1"
+    port: int = 3306
+    user: str = "root"
+    password: str = field(default="", repr=False)
+
+    def connect_args(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password}
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Security:
+    """CURVE keys. Without them the sockets are plain (loopback or trusted networks only)."""
+
+    secret_key_file: Path | None = None
+    public_key_file: Path | None = None
+    hub_public_key_file: Path | None = None  # client side: whom we connect to
+    authorized_keys_dir: Path | None = None  # hub side: who may connect
+
+    @property
+    def enabled(self) -> bool:
+        return self.secret_key_file is not None
+
+
+@dataclass(frozen=True)
+class Metrics:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = no metrics endpoint
+
+
+@dataclass(frozen=True)
+class Route:
+    origin: str
+    targets: tuple[str, ...]
+    tables: TableFilter = TableFilter()
+    rename: Mapping[str, str] = field(default_factory=dict)
+
+    def target_schema(self, schema: str) -> str:
+        return self.rename.get(schema, schema)
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    name: str
+    bind: str
+    data_dir: Path
+    routes: tuple[Route, ...]
+    security: Security = Security()
+    metrics: Metrics = Metrics()
+    window: int = 8
+    batch_transactions: int = 1000
+    heartbeat_interval: float = 1.0
+    heartbeat_liveness: int = 3
+    max_message_bytes: int = 64 * 1024 * 1024
+    compact_interval: float = 5.0
+    status_timeout: float = 5.0
+
+
+@dataclass(frozen=True)
+class OriginConfig:
+    database: DatabaseSettings
+    server_id: int
+    tables: TableFilter = TableFilter()
+    start: str = "current"  # where a never-seen origin starts: "current" or "earliest"
+    batch_transactions: int = 500
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    database: DatabaseSettings
+    group_transactions: int = 2000
+    retry_initial: float = 0.5
+    retry_max: float = 30.0
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    name: str
+    hub: str
+    origin: OriginConfig | None = None
+    target: TargetConfig | None = None
+    security: Security = Security()
+    metrics: Metrics = Metrics()
+    heartbeat_interval: float = 1.0
+    heartbeat_liveness: int = 3
+    max_message_bytes: int = 64 * 1024 * 1024
+
+
+def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
+    file = Path(path)
+    try:
+        with file.open("rb") as handle:
+            return tomllib.load(handle), file.resolve().parent
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {file} does not exist", "pass --config PATH") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
+
+
+def _name(section: _Section, key: str = "name") -> str:
+    value = section.get(key, str)
+    if not value or not all(ch.isalnum() or ch in "-_." for ch in value):
+        raise ConfigError(
+            f"{section.name}.{key} must be letters, digits, '-', '_' or '.', got {value!r}"
+        )
+    return str(value)
+
+
+def _endpoint(section: _Section, key: str, default: Any = _MISSING) -> str:
+    value = section.get(key, str, default)
+    if not value.startswith(("tcp://", "ipc://", "inproc://")):
+        raise ConfigError(
+            f"{section.name}.{key} must be a ZeroMQ endpoint like tcp://127.0.0.1:5555, "
+            f"got {value!r}"
+        )
+    return str(value)
+
+
+def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
+    if "security" not in data:
+        return Security()
+    s = _Section("security", data["security"], base)
+    secret = s.path("secret_key_file", None)
+    public = s.path("public_key_file", None)
+    peer = None if hub else s.path("hub_public_key_file", None)
+    authorized = s.path("authorized_keys_dir", None) if hub else None
+    s.done()
+    security = Security(secret, public, peer, authorized)
+    needed = ("authorized_keys_dir",) if hub else ("hub_public_key_file",)
+    if secret is not None:
+        for key in needed:
+            if getattr(security, key) is None:
+                raise ConfigError(
+                    f"security.{key} is missing (CURVE is on: secret_key_file is set)"
+                )
+        for key in ("secret_key_file", *needed):
+            if not Path(getattr(security, key)).exists():
+                raise ConfigError(
+                    f"security.{key}: {getattr(security, key)} does not exist",
+                    "make keys with: binlogsync keys --dir DIR --name NAME",
+                )
+    return security
+
+
+def _metrics(data: dict[str, Any], base: Path) -> Metrics:
+    if "metrics" not in data:
+        return Metrics()
+    s = _Section("metrics", data["metrics"], base)
+    metrics = Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
+    s.done()
+    return metrics
+
+
+def _database(s: _Section, env: Mapping[str, str]) -> DatabaseSettings:
+    return DatabaseSettings(
+        host=s.get("host", str, "127.0.0.1"),
+        port=s.port("port", 3306),
+        user=s.get("user", str, "root"),
+        password=s.secret("password", env),
+    )
+
+
+def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
+    items = data.get("route", [])
+    if not isinstance(items, list):
+        raise ConfigError("route must be an array of tables: write each as [[route]]")
+    routes = []
+    for i, item in enumerate(items):
+        s = _Section(f"route[{i}]", item, base)
+        origin = _name(s, "origin")
+        targets = s.get("targets", list)
+        if not targets or not all(isinstance(t, str) and t for t in targets):
+            raise ConfigError(f"route[{i}].targets must be a non-empty list of host names")
+        if origin in targets:
+            raise ConfigError(f"route[{i}] sends {origin!r} to itself", "remove it from targets")
+        rename = s.get("rename", dict, {})
+        if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in rename.items()):
+            raise ConfigError(f"route[{i}].rename must map schema names to schema names")
+        routes.append(Route(origin, tuple(targets), s.tables("tables"), dict(rename)))
+        s.done()
+    return tuple(routes)
+
+
+def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> HubConfig:
+    data, base = _read_toml(path)
+    s = _Section("hub", data.get("hub"), base) if "hub" in data else None
+    if s is None:
+        raise ConfigError("the hub config has no [hub] table", "see docs/config.md")
+    config = HubConfig(
+        name=_name(s) if "name" in s.data else "hub",
+        bind=_endpoint(s, "bind"),
+        data_dir=s.path("data_dir") or base,
+        routes=_routes(data, base),
+        security=_security(data, base, hub=True),
+        metrics=_metrics(data, base),
+        window=s.positive("window", int, 8),
+        batch_transactions=s.positive("batch_transactions", int, 1000),
+        heartbeat_interval=s.positive("heartbeat_interval", float, 1.0),
+        heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
+        max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
+        compact_interval=s.positive("compact_interval", float, 5.0),
+    )
+    s.done()
+    _no_unknown_tables(data, {"hub", "route", "security", "metrics"})
+    return config
+
+
+def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> ClientConfig:
+    env = os.environ if env is None else env
+    data, base = _read_toml(path)
+    if "client" not in data:
+        raise ConfigError("the client config has no [client] table", "see docs/config.md")
+    s = _Section("client", data["client"], base)
+    origin = target = None
+    if "origin" in data:
+        o = _Section("origin", data["origin"], base)
+        start = o.get("start", str, "current")
+        if start not in ("current", "earliest"):
+            raise ConfigError(f"origin.start must be 'current' or 'earliest', got {start!r}")
+        origin = OriginConfig(
+            database=_database(o, env),
+            server_id=o.positive("server_id", int, _MISSING),
+            tables=o.tables("tables"),
+            start=start,
+            batch_transactions=o.positive("batch_transactions", int, 500),
+        )
+        o.done()
+    if "target" in data:
+        t = _Section("target", data["target"], base)
+        target = TargetConfig(
+            database=_database(t, env),
+            group_transactions=t.positive("group_transactions", int, 2000),
+            retry_initial=t.positive("retry_initial", float, 0.5),
+            retry_max=t.positive("retry_max", float, 30.0),
+        )
+        t.done()
+    if origin is None and target is None:
+        raise ConfigError(
+            "the client has neither [origin] nor [target]",
+            "add [origin] to capture from a database, [target] to apply to one, or both",
+        )
+    config = ClientConfig(
+        name=_name(s),
+        hub=_endpoint(s, "hub"),
+        origin=origin,
+        target=target,
+        security=_security(data, base, hub=False),
+        metrics=_metrics(data, base),
+        heartbeat_interval=s.positive("heartbeat_interval", float, 1.0),
+        heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
+        max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
+    )
+    s.done()
+    _no_unknown_tables(data, {"client", "origin", "target", "security", "metrics"})
+    return config
+
+
+def _no_unknown_tables(data: dict[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"unknown table(s) in config: {', '.join(unknown)}",
+            f"allowed here: {', '.join(sorted(known))}",
+        )

@@ -1,0 +1,111 @@
+"""What flows through binlogsync: changes grouped into committed transactions.
+
+Only the capture module sees python-mysql-replication's events; everything after it sees these
+frozen dataclasses. `to_wire`/`from_wire` give the compact list form that travels inside
+msgpack (docs/protocol.md); `from_wire` validates shape and types, because the data may come
+from the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .errors import ProtocolError
+from .position import Position
+
+ChangeKind = Literal["insert", "update", "delete", "truncate", "ddl"]
+ROW_KINDS = ("insert", "update", "delete")
+KINDS = (*ROW_KINDS, "truncate", "ddl")
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One statement's effect on one table.
+
+    insert: `after` holds the new rows. delete: `before` holds the removed rows.
+    update: `before[i]` became `after[i]`. Rows are tuples in `columns` order (FULL row image).
+    truncate: the table was emptied. ddl: `statement` is the origin's DDL text, shown to people
+    and never executed by binlogsync (the target's schema is the DBA's to change).
+    """
+
+    kind: ChangeKind
+    schema: str
+    table: str
+    columns: tuple[str, ...] = ()
+    before: tuple[Row, ...] = ()
+    after: tuple[Row, ...] = ()
+    statement: str = ""
+
+    @property
+    def row_count(self) -> int:
+        return max(len(self.before), len(self.after), 1 if self.kind not in ROW_KINDS else 0)
+
+    def renamed(self, schema: str) -> Change:
+        return Change(
+            self.kind, schema, self.table, self.columns, self.before, self.after, self.statement
+        )
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.kind,
+            self.schema,
+            self.table,
+            list(self.columns),
+            [list(r) for r in self.before],
+            [list(r) for r in self.after],
+            self.statement,
+        ]
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Change:
+        if not isinstance(data, list) or len(data) != 7:
+            raise ProtocolError("a change must be a list of 7 items")
+        kind, schema, table, columns, before, after, statement = data
+        if kind not in KINDS:
+            raise ProtocolError(f"unknown change kind {kind!r}")
+        if not all(isinstance(x, str) for x in (schema, table, statement)):
+            raise ProtocolError("change schema, table and statement must be strings")
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise ProtocolError("change columns must be a list of strings")
+        rows = []
+        for image in (before, after):
+            if not isinstance(image, list) or not all(
+                isinstance(r, list) and len(r) == len(columns) for r in image
+            ):
+                raise ProtocolError(f"rows of {schema}.{table} do not match its columns")
+            rows.append(tuple(tuple(r) for r in image))
+        if kind == "update" and len(rows[0]) != len(rows[1]):
+            raise ProtocolError("an update needs as many before as after images")
+        return cls(kind, schema, table, tuple(columns), rows[0], rows[1], statement)
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """One committed origin transaction: where it ends, when it committed, what it changed."""
+
+    position: Position
+    timestamp: float
+    changes: tuple[Change, ...] = field(default=())
+
+    @property
+    def row_count(self) -> int:
+        return sum(c.row_count for c in self.changes)
+
+    def to_wire(self) -> list[Any]:
+        return [self.position.to_wire(), self.timestamp, [c.to_wire() for c in self.changes]]
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Transaction:
+        if not isinstance(data, list) or len(data) != 3:
+            raise ProtocolError("a transaction must be a list of 3 items")
+        position, timestamp, changes = data
+        if not isinstance(timestamp, int | float) or not isinstance(changes, list):
+            raise ProtocolError("malformed transaction timestamp or changes")
+        return cls(
+            Position.from_wire(position),
+            float(timestamp),
+            tuple(Change.from_wire(c) for c in changes),
+        )

@@ -1,0 +1,36 @@
+"""Shared fixtures: one sandbox of real MariaDB servers per test session."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from binlogsync.sandbox import Sandbox, Server
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    # A tiny max_binlog_size forces rotation during the tests.
+    box = Sandbox(tmp_path_factory.mktemp("sandbox"), max_binlog_size="64K")
+    try:
+        yield box
+    finally:
+        box.stop_all()
+
+
+@pytest.fixture(scope="session")
+def origin(sandbox: Sandbox) -> Server:
+    return sandbox.start("origin", 1)
+
+
+@pytest.fixture(scope="session")
+def target(sandbox: Sandbox) -> Server:
+    return sandbox.start("target", 2)
+
+
+@pytest.fixture
+def dbname() -> str:
+    """A database name unique to one test."""
+    return f"t_{uuid.uuid4().hex[:10]}"

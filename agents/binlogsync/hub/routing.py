@@ -1,0 +1,50 @@
+"""Routing rules (the paper's "pairs"): which target sees which origin's tables, under which
+schema name."""
+
+from __future__ import annotations
+
+from ..config import Route
+from ..model import Change, Transaction
+
+
+class Router:
+    def __init__(self, routes: tuple[Route, ...]) -> None:
+        self.routes = routes
+
+    def targets_of(self, origin: str) -> set[str]:
+        return {t for r in self.routes if r.origin == origin for t in r.targets}
+
+    def origins_of(self, target: str) -> set[str]:
+        return {r.origin for r in self.routes if target in r.targets}
+
+    def hosts(self) -> set[str]:
+        return {r.origin for r in self.routes} | {t for r in self.routes for t in r.targets}
+
+    def _routes(self, origin: str, target: str) -> list[Route]:
+        return [r for r in self.routes if r.origin == origin and target in r.targets]
+
+    def passes_whole(self, origin: str, target: str) -> bool:
+        """True when the target gets every change unchanged, so stored bytes can be forwarded."""
+        return any(
+            "*.*" in r.tables.patterns and not r.rename for r in self._routes(origin, target)
+        )
+
+    def _route_for(self, routes: list[Route], change: Change) -> Route | None:
+        for route in routes:
+            if change.table and route.tables.matches(change.schema, change.table):
+                return route
+            if not change.table and route.tables.covers_schema(change.schema):
+                return route
+        return None
+
+    def for_target(self, origin: str, target: str, tx: Transaction) -> Transaction:
+        """The part of `tx` that `target` receives (possibly no changes: the position still
+        moves)."""
+        routes = self._routes(origin, target)
+        kept = []
+        for change in tx.changes:
+            route = self._route_for(routes, change)
+            if route is not None:
+                schema = route.target_schema(change.schema)
+                kept.append(change if schema == change.schema else change.renamed(schema))
+        return Transaction(tx.position, tx.timestamp, tuple(kept))

@@ -1,0 +1,96 @@
+"""Prometheus metrics of an agent, served over HTTP on a loopback port when configured.
+
+Each agent has its own registry (several agents can live in one test process).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from .config import Metrics
+
+
+class HubMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.appended = Counter(
+            "binlogsync_hub_transactions_total",
+            "Transactions stored, by origin",
+            ["origin"],
+            registry=r,
+        )
+        self.delivered = Counter(
+            "binlogsync_hub_delivered_transactions_total",
+            "Transactions sent to targets (including re-sends)",
+            ["target", "origin"],
+            registry=r,
+        )
+        self.backlog = Gauge(
+            "binlogsync_backlog_transactions",
+            "Stored transactions a target has not applied",
+            ["target", "origin"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "binlogsync_lag_seconds",
+            "Age of the oldest transaction a target has not applied",
+            ["target", "origin"],
+            registry=r,
+        )
+        self.online = Gauge(
+            "binlogsync_host_online",
+            "1 when the host's heartbeats arrive",
+            ["host"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "binlogsync_rejected_messages_total",
+            "Malformed or unauthorised messages dropped",
+            registry=r,
+        )
+
+
+class ClientMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.captured = Counter(
+            "binlogsync_captured_transactions_total",
+            "Transactions read from the binlog",
+            registry=r,
+        )
+        self.acknowledged = Counter(
+            "binlogsync_acknowledged_transactions_total",
+            "Captured transactions the hub stored durably",
+            registry=r,
+        )
+        self.applied = Counter(
+            "binlogsync_applied_transactions_total",
+            "Transactions applied on the target",
+            ["origin"],
+            registry=r,
+        )
+        self.apply_errors = Counter(
+            "binlogsync_apply_errors_total",
+            "Failed apply attempts",
+            ["origin"],
+            registry=r,
+        )
+        self.lag = Gauge(
+            "binlogsync_apply_lag_seconds",
+            "Now minus origin commit time of the last applied transaction",
+            ["origin"],
+            registry=r,
+        )
+        self.hub_online = Gauge(
+            "binlogsync_hub_online",
+            "1 while the hub answers",
+            registry=r,
+        )
+
+
+def serve(settings: Metrics, registry: CollectorRegistry) -> object | None:
+    """Start the HTTP endpoint; returns the server (call .shutdown()) or None when off."""
+    if not settings.port:
+        return None
+    server, _thread = start_http_server(settings.port, addr=settings.host, registry=registry)
+    return server

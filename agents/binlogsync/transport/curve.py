@@ -1,0 +1,83 @@
+"""CURVE keys: make them, load them, and authorise clients on the hub.
+
+Keys are pyzmq certificate files: `NAME.key` (public, shareable) and `NAME.key_secret`
+(secret, mode 0600). The hub authorises every `*.key` in its `authorized_keys_dir`; the file's
+stem is the host name that key may speak for, so one host cannot pose as another.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from ..errors import ConfigError
+
+
+def make_keys(directory: str | os.PathLike[str], name: str) -> tuple[Path, Path]:
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    public, secret = zmq.auth.create_certificates(str(folder), name)
+    os.chmod(secret, 0o600)
+    return Path(public), Path(secret)
+
+
+def load_pair(secret_file: Path) -> tuple[bytes, bytes]:
+    try:
+        public, secret = zmq.auth.load_certificate(str(secret_file))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read CURVE key {secret_file}: {exc}") from exc
+    if not secret:
+        raise ConfigError(
+            f"{secret_file} holds no secret key", "point secret_key_file at NAME.key_secret"
+        )
+    return public, secret
+
+
+def load_public(public_file: Path) -> bytes:
+    try:
+        public, _ = zmq.auth.load_certificate(str(public_file))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read CURVE public key {public_file}: {exc}") from exc
+    return public
+
+
+def authorized_keys(directory: Path) -> dict[bytes, str]:
+    """Public key (z85) → host name, from `NAME.key` files."""
+    keys = {}
+    for file in sorted(Path(directory).glob("*.key")):
+        keys[load_public(file)] = file.stem
+    return keys
+
+
+def secure_server(socket: zmq.Socket, secret_file: Path) -> None:
+    public, secret = load_pair(secret_file)
+    socket.curve_secretkey = secret
+    socket.curve_publickey = public
+    socket.curve_server = True
+
+
+def secure_client(socket: zmq.Socket, secret_file: Path, server_public_file: Path) -> None:
+    public, secret = load_pair(secret_file)
+    socket.curve_secretkey = secret
+    socket.curve_publickey = public
+    socket.curve_serverkey = load_public(server_public_file)
+
+
+class _Keyring:
+    def __init__(self, keys: dict[bytes, str]) -> None:
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key in self.keys
+
+
+def start_authenticator(context: zmq.Context, keys: dict[bytes, str]) -> ThreadAuthenticator:
+    """ZAP handler that admits only the given public keys; User-Id is the z85 key."""
+    auth = ThreadAuthenticator(context)
+    auth.start()
+    auth.configure_curve_callback(domain="*", credentials_provider=_Keyring(keys))
+    return auth

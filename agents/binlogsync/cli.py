@@ -1,0 +1,187 @@
+"""The `binlogsync` command: agents, sandbox, keys, status, skip, bench, demo.
+
+Exit codes: 0 done, 1 a check found differences or a run failed, 2 bad input (config, usage).
+Every BinlogsyncError is printed as one line that says what is wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from . import __version__
+from .errors import BinlogsyncError
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    from .config import load_hub
+    from .hub.server import Hub
+    from .runloop import stop_on_signals
+
+    hub = Hub(load_hub(args.config))
+    stop_on_signals(hub.stop_event)
+    hub.run()
+    return 0
+
+
+def cmd_client(args: argparse.Namespace) -> int:
+    from .client.agent import ClientAgent
+    from .config import load_client
+    from .runloop import stop_on_signals
+
+    agent = ClientAgent(load_client(args.config))
+    agent.preflight()
+    stop_on_signals(agent.stop_event)
+    return agent.run()
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    from .transport.curve import make_keys
+
+    for name in args.name:
+        public, secret = make_keys(args.dir, name)
+        print(f"{name}: public {public}  secret {secret}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from .status import fetch, render
+
+    status = fetch(args.config, args.timeout)
+    print(json.dumps(status, indent=2) if args.json else render(status))
+    return 0
+
+
+def cmd_skip(args: argparse.Namespace) -> int:
+    from .apply.checkpoint import skip
+    from .config import load_client
+    from .position import Position
+
+    config = load_client(args.config)
+    if config.target is None:
+        print(
+            "error: this config has no [target]; skip runs on the target's agent config",
+            file=sys.stderr,
+        )
+        return 2
+    moved = skip(config.target.database, args.origin, Position.parse(args.position), args.reason)
+    print(
+        f"checkpoint of {args.origin} on {config.target.database} moved to {moved}; "
+        "the skip is recorded in binlogsync.skipped"
+    )
+    return 0
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from .sandbox import Sandbox
+
+    box = Sandbox(args.dir)
+    if args.action == "start":
+        origin = box.start("origin", 1)
+        servers = [origin] + [box.start(f"target{i}", 1 + i) for i in range(1, args.targets + 1)]
+        if args.replica:
+            replica = box.start("replica", 100)
+            box.replicate(origin, replica)
+            servers.append(replica)
+        for s in servers:
+            print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")
+    elif args.action == "stop":
+        box.stop_all()
+        print(f"stopped the servers of {box.root}")
+    else:
+        for s in box.servers.values():
+            print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .ops.paper_timing import main as paper_main
+
+    return paper_main(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(args)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="binlogsync", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"binlogsync {__version__}")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("server", help="run the hub (server agent)")
+    s.add_argument("--config", required=True)
+    s.set_defaults(func=cmd_server)
+
+    s = sub.add_parser("client", help="run a client agent (origin and/or target)")
+    s.add_argument("--config", required=True)
+    s.set_defaults(func=cmd_client)
+
+    s = sub.add_parser("keys", help="make CURVE key pairs")
+    s.add_argument("--dir", required=True)
+    s.add_argument("--name", action="append", required=True, help="repeat for several hosts")
+    s.set_defaults(func=cmd_keys)
+
+    s = sub.add_parser("status", help="hosts, backlogs, positions and errors, from the hub")
+    s.add_argument("--config", required=True, help="the hub's or any client's config")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--timeout", type=float, default=5.0)
+    s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser("skip", help="move a target past a transaction that cannot be applied")
+    s.add_argument("--config", required=True, help="the target agent's config")
+    s.add_argument("--origin", required=True)
+    s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
+    s.add_argument("--reason", required=True)
+    s.set_defaults(func=cmd_skip)
+
+    s = sub.add_parser("sandbox", help="throwaway MariaDB servers on loopback")
+    s.add_argument("action", choices=["start", "stop", "status"])
+    s.add_argument("--dir", required=True)
+    s.add_argument("--targets", type=int, default=1)
+    s.add_argument("--replica", action="store_true", help="also a native replica of the origin")
+    s.set_defaults(func=cmd_sandbox)
+
+    s = sub.add_parser("bench", help="benchmarks")
+    s.add_argument("which", choices=["paper"])
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
+    s.add_argument("--rows", default="100,200,400,600,1000")
+    s.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
+    s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("demo", help="the live demo on throwaway servers")
+    s.add_argument("--dir", default=None)
+    s.add_argument("--rows", type=int, default=3000)
+    s.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    _logging(args.log_level)
+    try:
+        return int(args.func(args))
+    except BinlogsyncError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

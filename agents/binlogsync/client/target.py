@@ -1,0 +1,175 @@
+"""The target role: apply what the hub delivers, one worker thread per origin.
+
+A worker takes the deliveries queued for its origin, groups up to `group_transactions` of
+them into one target transaction (Applier.apply), and reports APPLIED with the new checkpoint.
+When a transaction cannot be applied, the worker reports FAILED, waits (back-off) and tries
+again; it never skips one by itself. `binlogsync skip` moves the checkpoint past it, which
+the next attempt sees. One origin's failure does not stop the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pymysql
+
+from ..apply.applier import Applier
+from ..config import TargetConfig
+from ..errors import BinlogsyncError
+from ..metrics import ClientMetrics
+from ..model import Transaction
+from ..position import Position
+from ..runloop import Backoff
+
+log = logging.getLogger("binlogsync.target")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    seq: int
+    upto: Position
+    transactions: list[Transaction]
+    generation: int
+
+
+@dataclass(frozen=True)
+class Outcome:
+    origin: str
+    seq: int
+    upto: Position | None  # new checkpoint when applied
+    error: str = ""
+    position: Position | None = None  # the transaction that failed
+    retry_in: float = 0.0
+
+
+class ApplyWorker:
+    def __init__(
+        self,
+        origin: str,
+        config: TargetConfig,
+        metrics: ClientMetrics,
+        report: Callable[[Outcome], None],
+    ) -> None:
+        self.origin, self.config, self.metrics, self.report = origin, config, metrics, report
+        self.queue: queue.Queue[Delivery] = queue.Queue()
+        self.generation = 0
+        self.stopping = threading.Event()
+        self.applier = Applier(config.database, origin)
+        self.thread = threading.Thread(target=self._run, name=f"apply-{origin}", daemon=True)
+        self.thread.start()
+
+    def reset(self) -> None:
+        """The link was re-established: the hub re-sends everything after our checkpoint."""
+        self.generation += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.applier.close()
+
+    def _take(self) -> list[Delivery]:
+        try:
+            first = self.queue.get(timeout=0.2)
+        except queue.Empty:
+            return []
+        group, count = [first], len(first.transactions)
+        while count < self.config.group_transactions:
+            try:
+                more = self.queue.get_nowait()
+            except queue.Empty:
+                break
+            group.append(more)
+            count += len(more.transactions)
+        return [d for d in group if d.generation == self.generation]
+
+    def _run(self) -> None:
+        backoff = Backoff(self.config.retry_initial, self.config.retry_max)
+        while not self.stopping.is_set():
+            group = self._take()
+            while group and not self.stopping.is_set():
+                if group[-1].generation != self.generation:
+                    break  # re-sent after a reconnect; the old copies are dropped
+                txs = [tx for d in group for tx in d.transactions]
+                try:
+                    checkpoint = self.applier.apply(txs, group[-1].upto)
+                except BinlogsyncError as exc:
+                    delay = backoff.next()
+                    self.metrics.apply_errors.labels(self.origin).inc()
+                    failing = getattr(exc, "position", None) or (txs[0].position if txs else None)
+                    self.report(Outcome(self.origin, group[-1].seq, None, str(exc), failing, delay))
+                    self.stopping.wait(delay)
+                    continue
+                backoff.reset()
+                self.metrics.applied.labels(self.origin).inc(len(txs))
+                if txs:
+                    self.metrics.lag.labels(self.origin).set(
+                        max(0.0, time.time() - txs[-1].timestamp)
+                    )
+                self.report(Outcome(self.origin, group[-1].seq, checkpoint))
+                break
+
+
+class TargetRole:
+    def __init__(
+        self, config: TargetConfig, metrics: ClientMetrics, wake: Callable[[], None]
+    ) -> None:
+        self.config, self.metrics, self.wake = config, metrics, wake
+        self.workers: dict[str, ApplyWorker] = {}
+        self.outcomes: queue.Queue[Outcome] = queue.Queue()
+
+    def _report(self, outcome: Outcome) -> None:
+        self.outcomes.put(outcome)
+        self.wake()
+
+    def checkpoints(self) -> dict[str, dict[str, object]]:
+        """Every origin's checkpoint on the target, for HELLO (the target DB is the truth)."""
+        db = self.config.database
+        try:
+            conn = pymysql.connect(**db.connect_args(), connect_timeout=5)
+        except pymysql.err.OperationalError as exc:
+            log.warning("target %s unreachable for reading checkpoints: %s", db, exc)
+            return {}
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT COUNT(*) FROM information_schema.TABLES "
+                    "WHERE TABLE_SCHEMA='binlogsync' AND TABLE_NAME='checkpoint'"
+                )
+                if not cur.fetchone()[0]:
+                    return {}
+                cur.execute("SELECT origin, file, `offset`, gtid FROM binlogsync.checkpoint")
+                return {
+                    origin: Position(file, int(offset), gtid).to_json()
+                    for origin, file, offset, gtid in cur.fetchall()
+                }
+        finally:
+            conn.close()
+
+    def deliver(self, origin: str, seq: int, upto: Position, txs: list[Transaction]) -> None:
+        worker = self.workers.get(origin)
+        if worker is None:
+            worker = self.workers[origin] = ApplyWorker(
+                origin, self.config, self.metrics, self._report
+            )
+        worker.queue.put(Delivery(seq, upto, txs, worker.generation))
+
+    def reset(self) -> None:
+        for worker in self.workers.values():
+            worker.reset()
+
+    def drain(self) -> list[Outcome]:
+        outcomes = []
+        while True:
+            try:
+                outcomes.append(self.outcomes.get_nowait())
+            except queue.Empty:
+                return outcomes
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()

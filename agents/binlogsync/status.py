@@ -1,0 +1,138 @@
+"""`binlogsync status`: ask the hub what it knows and print it for people or machines."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from .config import ClientConfig, HubConfig, load_client, load_hub
+from .errors import ConfigError, UnreachableError
+from .transport import curve, frames
+
+
+def _endpoint_of_hub(config: HubConfig) -> str:
+    # A hub bound to every interface is asked on loopback.
+    return config.bind.replace("tcp://0.0.0.0:", "tcp://127.0.0.1:").replace(
+        "tcp://*:", "tcp://127.0.0.1:"
+    )
+
+
+def load_any(path: str) -> HubConfig | ClientConfig:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+    return load_hub(path) if "hub" in data else load_client(path)
+
+
+def fetch(path: str, timeout: float = 5.0) -> dict[str, Any]:
+    config = load_any(path)
+    context = zmq.Context()
+    sock = context.socket(zmq.DEALER)
+    sock.linger = 0
+    try:
+        security = config.security
+        if isinstance(config, HubConfig):
+            endpoint = _endpoint_of_hub(config)
+            if security.enabled:
+                assert security.secret_key_file
+                public, secret = curve.load_pair(security.secret_key_file)
+                sock.curve_secretkey, sock.curve_publickey = secret, public
+                sock.curve_serverkey = public
+        else:
+            endpoint = config.hub
+            if security.enabled:
+                assert security.secret_key_file and security.hub_public_key_file
+                curve.secure_client(sock, security.secret_key_file, security.hub_public_key_file)
+        sock.connect(endpoint)
+        sock.send_multipart(frames.encode(frames.STATUS, {}))
+        if not sock.poll(timeout * 1000):
+            raise UnreachableError(
+                f"the hub at {endpoint} did not answer within {timeout:.0f} s",
+                "is `binlogsync server` running, and do the CURVE keys match?",
+            )
+        message = frames.decode(sock.recv_multipart(), 64 * 1024 * 1024)
+        if message.kind != frames.STATUS_REPLY:
+            raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
+        return dict(message.header["status"])
+    finally:
+        sock.close(linger=0)
+        context.term()
+
+
+def _pos(p: dict[str, Any] | None) -> str:
+    if not p:
+        return "-"
+    return f"{p['file']}:{p['offset']}" + (f" ({p['gtid']})" if p.get("gtid") else "")
+
+
+def _ago(seconds: float | None) -> str:
+    return "never" if seconds is None else f"{seconds:.1f} s ago"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def render(status: dict[str, Any]) -> str:
+    now = status.get("time", time.time())
+    stamp = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [
+        f"hub {status['hub']} (binlogsync {status['version']}), up {status['uptime']:.0f} s"
+        f", at {stamp}",
+        "",
+    ]
+    lines += _table(
+        [["HOST", "STATE", "ROLES", "LAST HEARD"]]
+        + [
+            [
+                h["name"],
+                "online" if h["online"] else "OFFLINE",
+                ",".join(h["roles"]) or "-",
+                _ago(h["seconds_since_seen"]),
+            ]
+            for h in status["hosts"]
+        ]
+    )
+    lines.append("")
+    lines += _table(
+        [["ORIGIN", "HEAD (durable)", "STORED", "APPENDED"]]
+        + [
+            [o["origin"], _pos(o["head"]), str(o["stored"]), str(o["appended"])]
+            for o in status["origins"]
+        ]
+    )
+    lines.append("")
+    lines += _table(
+        [["TARGET", "ORIGIN", "APPLIED", "BACKLOG", "AGE", "LAST ERROR"]]
+        + [
+            [
+                t["target"],
+                t["origin"],
+                _pos(t["applied"]),
+                str(t["backlog"]),
+                f"{t['backlog_age_seconds']:.1f} s",
+                (
+                    f"at {_pos(t['error_position'])}: {t['last_error']} (retry in {t['retry_in']:.0f} s)"
+                    if t["last_error"]
+                    else "-"
+                ),
+            ]
+            for t in status["targets"]
+        ]
+    )
+    return "\n".join(lines)
+
+
+def config_kind(path: str) -> str:
+    return "hub" if isinstance(load_any(path), HubConfig) else "client"
+
+
+__all__ = ["fetch", "render", "load_any", "config_kind", "Path"]

@@ -1,0 +1,180 @@
+"""A whole site on one machine: config files for a hub, an origin agent and target agents over
+sandbox servers, and the agents run as child processes.
+
+The demo, the paper benchmark and the end-to-end tests all use it, so they exercise the same
+`binlogsync server` / `binlogsync client` programs a user runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .sandbox import Server, free_port
+from .transport.curve import make_keys
+
+
+@dataclass
+class Agent:
+    name: str
+    config: Path
+    kind: str  # "server" or "client"
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        if self.running:
+            return
+        handle = self.log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "binlogsync.cli", self.kind, "--config", str(self.config)],
+            stdin=subprocess.DEVNULL,
+            stdout=handle,
+            stderr=handle,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        handle.close()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after `timeout`)."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        code = self.process.returncode
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        """kill -9: the crash the design must survive."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+@dataclass
+class LocalSite:
+    root: Path
+    origin: Server
+    targets: list[Server]
+    tables: tuple[str, ...] = ("*.*",)
+    curve: bool = False
+    heartbeat: float = 0.5
+    hub_port: int = field(default_factory=free_port)
+    agents: dict[str, Agent] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        names = ["hub", "origin", *[t.name for t in self.targets]]
+        keys = self.root / "keys"
+        if self.curve:
+            authorized = keys / "authorized"
+            authorized.mkdir(parents=True, exist_ok=True)
+            for name in names:
+                public, _secret = make_keys(keys, name)
+                if name != "hub":
+                    (authorized / public.name).write_bytes(public.read_bytes())
+        self._write_hub(keys)
+        self._write_client("origin", keys, self._origin_section())
+        for target in self.targets:
+            self._write_client(target.name, keys, self._target_section(target))
+
+    @property
+    def endpoint(self) -> str:
+        return f"tcp://127.0.0.1:{self.hub_port}"
+
+    def _security(self, keys: Path, name: str, hub: bool) -> str:
+        if not self.curve:
+            return ""
+        peer = (
+            f'authorized_keys_dir = "{keys / "authorized"}"'
+            if hub
+            else (f'hub_public_key_file = "{keys / "hub.key"}"')
+        )
+        return f'\n[security]\nsecret_key_file = "{keys / (name + ".key_secret")}"\n{peer}\n'
+
+    def _write_hub(self, keys: Path) -> None:
+        tables = ", ".join(f'"{t}"' for t in self.tables)
+        targets = ", ".join(f'"{t.name}"' for t in self.targets)
+        text = (
+            f'[hub]\nname = "hub"\nbind = "{self.endpoint}"\ndata_dir = "{self.root / "hub-data"}"\n'
+            f"heartbeat_interval = {self.heartbeat}\ncompact_interval = 2.0\n"
+            f'\n[[route]]\norigin = "origin"\ntables = [{tables}]\ntargets = [{targets}]\n'
+            + self._security(keys, "hub", hub=True)
+        )
+        self._add("hub", "server", text)
+
+    def _origin_section(self) -> str:
+        tables = ", ".join(f'"{t}"' for t in self.tables)
+        return (
+            f'\n[origin]\nhost = "127.0.0.1"\nport = {self.origin.port}\nuser = "root"\n'
+            f"server_id = {1000 + self.origin.server_id}\ntables = [{tables}]\n"
+            f'start = "current"\n'
+        )
+
+    @staticmethod
+    def _target_section(target: Server) -> str:
+        return f'\n[target]\nhost = "127.0.0.1"\nport = {target.port}\nuser = "root"\n'
+
+    def _write_client(self, name: str, keys: Path, roles: str) -> None:
+        text = (
+            f'[client]\nname = "{name}"\nhub = "{self.endpoint}"\n'
+            f"heartbeat_interval = {self.heartbeat}\n" + roles + self._security(keys, name, False)
+        )
+        self._add(name, "client", text)
+
+    def _add(self, name: str, kind: str, text: str) -> None:
+        config = self.root / f"{name}.toml"
+        config.write_text(text)
+        self.agents[name] = Agent(name, config, kind, self.root / f"{name}.log")
+
+    # -- running ---------------------------------------------------------------------------
+    def start(self, *names: str) -> None:
+        for name in names or self.agents:
+            self.agents[name].start()
+
+    def stop(self, *names: str) -> None:
+        for name in names or reversed(list(self.agents)):
+            self.agents[name].stop()
+
+    def kill(self, name: str) -> None:
+        self.agents[name].kill()
+
+    def __enter__(self) -> LocalSite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {a.name} ---\n" + (a.log.read_text()[-4000:] if a.log.exists() else "")
+            for a in self.agents.values()
+        )
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.01, what: str = "condition"):  # type: ignore[no-untyped-def]
+    """Poll `predicate` until it returns a truthy value or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not reached within {timeout} s")
+        time.sleep(interval)

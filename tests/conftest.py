@@ -10,6 +10,16 @@ import pytest
 from binlogsync.sandbox import Sandbox, Server
 
 
+@pytest.fixture(autouse=True)
+def _close_peers() -> Iterator[None]:
+    """Raw test sockets are closed after every test (unclosed sockets warn, and warnings fail)."""
+    yield
+    from hubkit import OPEN_PEERS
+
+    while OPEN_PEERS:
+        OPEN_PEERS.pop().close()
+
+
 @pytest.fixture(scope="session")
 def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     # A tiny max_binlog_size forces rotation during the tests.

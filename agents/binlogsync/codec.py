@@ -73,13 +73,14 @@ def pack(obj: Any) -> bytes:
 
 def unpack(data: bytes, max_len: int = 64 * 1024 * 1024) -> Any:
     """Decode one msgpack document; anything malformed raises ProtocolError."""
+    if len(data) > max_len:
+        raise ProtocolError(f"payload of {len(data)} bytes is over the limit of {max_len}")
     try:
         return msgpack.unpackb(
             data,
             ext_hook=_ext_hook,
             raw=False,
             strict_map_key=True,
-            max_buffer_size=max_len,
         )
     except ProtocolError:
         raise

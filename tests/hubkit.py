@@ -1,0 +1,110 @@
+"""Test kit: a hub running in a thread, and raw DEALER peers that speak the wire protocol."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from binlogsync.codec import pack
+from binlogsync.config import HubConfig, Route, Security
+from binlogsync.hub.server import Hub
+from binlogsync.model import Change, Transaction
+from binlogsync.position import Position
+from binlogsync.sandbox import free_port
+from binlogsync.tables import TableFilter
+from binlogsync.transport import frames
+
+
+def tx(n: int, table: str = "t", schema: str = "shop", file: str = "binlog.000001") -> Transaction:
+    change = Change("insert", schema, table, ("id", "v"), (), ((n, f"v{n}"),))
+    return Transaction(Position(file, 1000 + n * 10, f"0-1-{n}"), 1_700_000_000.0 + n, (change,))
+
+
+def body(t: Transaction) -> bytes:
+    return pack(t.to_wire())
+
+
+class HubThread:
+    def __init__(
+        self,
+        data_dir: Path,
+        routes: tuple[Route, ...] | None = None,
+        security: Security | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.port = free_port()
+        self.config = HubConfig(
+            name="hub",
+            bind=f"tcp://127.0.0.1:{self.port}",
+            data_dir=data_dir,
+            routes=routes or (Route("o1", ("t1",), TableFilter(("*.*",))),),
+            security=security or Security(),
+            heartbeat_interval=0.2,
+            **kwargs,
+        )
+        self.hub = Hub(self.config)
+        self.thread = threading.Thread(target=self.hub.run, daemon=True)
+
+    def __enter__(self) -> HubThread:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.hub.stop()
+        self.thread.join(10)
+
+
+OPEN_PEERS: list[Peer] = []
+
+
+class Peer:
+    def __init__(
+        self, endpoint: str, context: zmq.Context | None = None, setup: Any = None
+    ) -> None:
+        self.context = context or zmq.Context.instance()
+        self.sock = self.context.socket(zmq.DEALER)
+        self.sock.linger = 0
+        if setup is not None:
+            setup(self.sock)
+        self.sock.connect(endpoint)
+        OPEN_PEERS.append(self)
+
+    def send(self, kind: bytes, header: dict[str, Any], bodies: list[bytes] = ()) -> None:  # type: ignore[assignment]
+        self.sock.send_multipart(frames.encode(kind, header, bodies))
+
+    def send_raw(self, parts: list[bytes]) -> None:
+        self.sock.send_multipart(parts)
+
+    def recv(self, timeout: float = 5.0, kind: bytes | None = None) -> frames.Message:
+        """The next message (of `kind`, skipping others such as PONG); fails on timeout."""
+        while True:
+            if not self.sock.poll(timeout * 1000):
+                raise TimeoutError(f"no {kind!r} message within {timeout} s")
+            message = frames.decode(self.sock.recv_multipart(), 1 << 26)
+            if kind is None or message.kind == kind:
+                return message
+
+    def hello(
+        self,
+        host: str,
+        roles: list[str],
+        start: Position | None = None,
+        checkpoints: dict[str, Any] | None = None,
+    ) -> frames.Message:
+        self.send(
+            frames.HELLO,
+            {
+                "host": host,
+                "roles": roles,
+                "checkpoints": checkpoints or {},
+                "start": start,
+                "agent": "test",
+            },
+        )
+        return self.recv(kind=frames.WELCOME)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)

@@ -1,0 +1,1 @@
+"""Lifecycle work that the CLI and (later) the Airflow DAGs both call."""

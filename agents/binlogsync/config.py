@@ -302,7 +302,7 @@ def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None)
     config = HubConfig(
         name=_name(s) if "name" in s.data else "hub",
         bind=_endpoint(s, "bind"),
-        data_dir=s.path("data_dir") or base,
+        data_dir=s.path("data_dir", None) or base,
         routes=_routes(data, base),
         security=_security(data, base, hub=True),
         metrics=_metrics(data, base),

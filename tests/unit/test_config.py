@@ -1,0 +1,95 @@
+"""Configuration: the examples load, and every mistake names the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from binlogsync.config import load_client, load_hub
+from binlogsync.errors import ConfigError
+from binlogsync.transport.curve import make_keys
+
+pytestmark = pytest.mark.unit
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _keys(folder: Path) -> None:
+    for name in ("hub", "shop-db"):
+        make_keys(folder / "keys", name)
+    (folder / "keys" / "authorized").mkdir()
+
+
+def test_examples_load(tmp_path: Path) -> None:
+    _keys(tmp_path)
+    for name in ("hub.toml", "client.toml"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    (tmp_path / "target.pw").write_text("s3cret\n")
+    client_text = (
+        (tmp_path / "client.toml")
+        .read_text()
+        .replace("/etc/binlogsync/target.pw", str(tmp_path / "target.pw"))
+    )
+    (tmp_path / "client.toml").write_text(client_text)
+    hub = load_hub(tmp_path / "hub.toml")
+    assert [r.origin for r in hub.routes] == ["shop-db", "shop-db"]
+    assert hub.routes[1].target_schema("shop") == "shop_copy"
+    assert hub.security.enabled and hub.metrics.port == 9101
+    client = load_client(tmp_path / "client.toml", env={"BINLOGSYNC_ORIGIN_PASSWORD": "pw"})
+    assert client.origin is not None and client.origin.database.password == "pw"
+    assert client.target is not None and client.target.database.password == "s3cret"
+    assert "pw" not in repr(client)  # passwords stay out of logs
+
+
+def _client(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "c.toml"
+    path.write_text('[client]\nname = "a"\nhub = "tcp://127.0.0.1:5555"\n' + body)
+    return path
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("", "neither [origin] nor [target]"),
+        ("[origin]\nport = 3306\n", "origin.server_id is missing"),
+        ("[origin]\nserver_id = 0\n", "origin.server_id must be > 0"),
+        ("[origin]\nserver_id = 5\nport = 'x'\n", "origin.port must be int"),
+        ("[origin]\nserver_id = 5\nport = 70000\n", "origin.port must be a TCP port"),
+        ("[origin]\nserver_id = 5\npassword = 'pw'\n", "secrets never go there"),
+        (
+            "[origin]\nserver_id = 5\npassword_env = 'NOPE_NOT_SET'\n",
+            "$NOPE_NOT_SET, which is not set",
+        ),
+        ("[origin]\nserver_id = 5\npassword_file = 'missing.pw'\n", "cannot read"),
+        ("[origin]\nserver_id = 5\ntables = ['nodot']\n", "is not SCHEMA.TABLE"),
+        ("[origin]\nserver_id = 5\nstart = 'yesterday'\n", "origin.start must be"),
+        ("[origin]\nserver_id = 5\nsevrer = 1\n", "unknown key(s): sevrer"),
+        ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
+        (
+            "[target]\n[security]\nsecret_key_file = 'k.key_secret'\n",
+            "security.hub_public_key_file is missing",
+        ),
+    ],
+)
+def test_client_config_errors_name_the_key(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_client(_client(tmp_path, body), env={})
+    assert expected in str(error.value)
+
+
+def test_hub_config_errors(tmp_path: Path) -> None:
+    path = tmp_path / "h.toml"
+    path.write_text('[hub]\nbind = "localhost:5555"\n')
+    with pytest.raises(ConfigError, match="hub.bind must be a ZeroMQ endpoint"):
+        load_hub(path)
+    path.write_text('[hub]\nbind = "tcp://127.0.0.1:1"\n[[route]]\norigin = "a"\ntargets = ["a"]\n')
+    with pytest.raises(ConfigError, match="sends 'a' to itself"):
+        load_hub(path)
+    path.write_text('[hub]\nbind = "tcp://127.0.0.1:1"\n[[route]]\norigin = "a"\ntargets = []\n')
+    with pytest.raises(ConfigError, match="targets must be a non-empty list"):
+        load_hub(path)
+    path.write_text("[hub\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_hub(path)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_hub(tmp_path / "nothing.toml")

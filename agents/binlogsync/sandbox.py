@@ -98,6 +98,7 @@ class Sandbox:
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_binlog_size = max_binlog_size
         self.servers: dict[str, Server] = {}
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}  # started by this object
         self._load()
 
     # -- state ---------------------------------------------------------------------------
@@ -196,6 +197,7 @@ class Sandbox:
             if self._wait_ready(server, proc):
                 self._grant(server)
                 self.servers[name] = server
+                self._processes[name] = proc
                 self._save()
                 return server
             last_error = self._error_tail(home)
@@ -255,6 +257,9 @@ class Sandbox:
         if server is None:
             return
         _terminate(server.pid, timeout)
+        proc = self._processes.pop(name, None)
+        if proc is not None:
+            proc.wait()
         self._save()
 
     def stop_all(self) -> None:

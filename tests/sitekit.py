@@ -1,0 +1,44 @@
+"""Test kit for end-to-end tests: a LocalSite over the session's sandbox servers, one database
+per test, and waits that poll with a deadline."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from binlogsync.localsite import LocalSite, wait_until
+from binlogsync.sandbox import Server
+from binlogsync.verify import caught_up, differences, origin_gtid
+
+
+def create(servers: list[Server], db: str, *ddl: str) -> None:
+    """The same schema on every server (the target's schema is the DBA's, not replicated)."""
+    for server in servers:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{db}`")
+            cur.execute(f"USE `{db}`")
+            for statement in ddl:
+                cur.execute(statement)
+
+
+def site(
+    tmp_path: Path, origin: Server, targets: list[Server], db: str, **kwargs: object
+) -> LocalSite:
+    return LocalSite(tmp_path / "site", origin, targets, tables=(f"{db}.*",), **kwargs)  # type: ignore[arg-type]
+
+
+def wait_equal(s: LocalSite, db: str, tables: list[str], timeout: float = 60) -> None:
+    """Wait until every target applied the origin's last transaction, then compare rows."""
+    gtid = origin_gtid(s.origin)
+    for target in s.targets:
+        try:
+            wait_until(
+                lambda t=target: caught_up(t, "origin", gtid),
+                timeout,
+                0.02,
+                f"{target.name} catching up to {gtid}",
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{s.logs()}") from None
+        for table in tables:
+            problem = differences(s.origin, target, db, table)
+            assert not problem, problem

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import BinlogsyncError
 from .sandbox import Server, free_port
 from .transport.curve import make_keys
 
@@ -147,6 +148,24 @@ class LocalSite:
     def start(self, *names: str) -> None:
         for name in names or self.agents:
             self.agents[name].start()
+
+    def wait_online(self, timeout: float = 30.0) -> None:
+        """Wait until the hub sees every agent online (and so the origin is registered)."""
+        from .status import fetch
+
+        def online() -> bool:
+            try:
+                status = fetch(str(self.agents["hub"].config), timeout=1)
+            except BinlogsyncError:
+                return False
+            return all(h["online"] for h in status["hosts"]) and all(
+                o["head"] for o in status["origins"]
+            )
+
+        try:
+            wait_until(online, timeout, 0.05, "all agents online")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.logs()}") from None
 
     def stop(self, *names: str) -> None:
         for name in names or reversed(list(self.agents)):

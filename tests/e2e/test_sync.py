@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
@@ -54,6 +57,7 @@ def test_replicates_to_two_targets_with_curve(
     create([origin, target, target2], dbname, TRX)
     with site(tmp_path, origin, [target, target2], dbname, curve=True) as s:
         s.start()
+        s.wait_online()
         wait_until(lambda: all(h["online"] for h in _status(s)["hosts"]), 30, 0.05, "online")
         _write(origin, dbname, 300)
         wait_equal(s, dbname, ["trx"])
@@ -68,6 +72,7 @@ def test_offline_target_catches_up_after_store_and_forward(
     create([origin, target, target2], dbname, TRX)
     with site(tmp_path, origin, [target, target2], dbname) as s:
         s.start()
+        s.wait_online()
         _write(origin, dbname, 50)
         wait_equal(s, dbname, ["trx"])
         s.stop("target2")
@@ -84,20 +89,34 @@ def test_offline_target_catches_up_after_store_and_forward(
         wait_equal(s, dbname, ["trx"])
 
 
-def test_hub_restart_and_kill_9_of_every_agent_lose_nothing(
+def test_kill_9_of_every_agent_during_steady_writes_loses_nothing(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
     create([origin, target], dbname, TRX)
+    rng = random.Random(11)
     with site(tmp_path, origin, [target], dbname) as s:
         s.start()
-        written = 0
-        for victim in ("origin", "hub", "target", "hub", "origin", "target"):
-            _write(origin, dbname, 60, start=written)
-            written += 60
-            s.kill(victim)
-            _write(origin, dbname, 60, start=written)  # the origin keeps writing meanwhile
-            written += 60
-            s.start(victim)
+        s.wait_online()
+        stop = threading.Event()
+        written = {"n": 0}
+
+        def writer() -> None:
+            while not stop.is_set():
+                _write(origin, dbname, 10, start=written["n"])
+                written["n"] += 10
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            for victim in ("origin", "hub", "target", "hub", "origin", "target", "hub"):
+                time.sleep(rng.uniform(0.1, 0.8))  # a random moment to crash, not a wait
+                s.kill(victim)
+                time.sleep(rng.uniform(0.1, 0.5))
+                s.start(victim)
+        finally:
+            stop.set()
+            thread.join()
+        assert written["n"] > 100
         wait_equal(s, dbname, ["trx"])
 
 
@@ -109,6 +128,7 @@ def test_apply_error_stops_retries_and_skip_moves_past(
         cur.execute("CREATE TABLE only_on_origin (id INT PRIMARY KEY, v INT)")
     with site(tmp_path, origin, [target], dbname) as s:
         s.start()
+        s.wait_online()
         _write(origin, dbname, 10)
         wait_equal(s, dbname, ["trx"])
         with origin.connect(dbname) as conn, conn.cursor() as cur:
@@ -166,6 +186,7 @@ def test_status_json_and_metrics(
         hub_config = s.agents["hub"].config
         hub_config.write_text(hub_config.read_text() + f"\n[metrics]\nport = {port}\n")
         s.start()
+        s.wait_online()
         _write(origin, dbname, 20)
         wait_equal(s, dbname, ["trx"])
         result = subprocess.run(

@@ -300,6 +300,8 @@ class Hub:
             if resume is None and header["start"] is not None:
                 resume = self.log.register(name, header["start"])
                 log.info("origin %s registered, capture starts at %s", name, resume)
+                for target in self.router.targets_of(name):
+                    self._pump(sock, target, name)  # targets learn the starting checkpoint
         if "target" in roles:
             checkpoints = header["checkpoints"]
             for origin in self.router.origins_of(name):

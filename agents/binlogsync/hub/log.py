@@ -106,6 +106,17 @@ class HubLog:
         known = self.heads.get(origin)
         return known.head if known else None
 
+    def fresh(self, origin: str, entries: Iterable[Entry]) -> list[Entry]:
+        """The entries above the origin's head, in order (what `append` would store)."""
+        current = self.heads.get(origin)
+        head_key = current.head.key if current else -1
+        fresh = []
+        for entry in entries:
+            if entry.position.key > head_key:
+                head_key = entry.position.key
+                fresh.append(entry)
+        return fresh
+
     def append(self, origin: str, entries: Iterable[Entry]) -> tuple[Position | None, int]:
         """Store what is new (position above the head) in one durable commit.
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from .localsite import LocalSite, wait_until
 from .ops import paper_timing
 from .sandbox import Sandbox, Server
-from .status import fetch
+from .status import fetch, render
 from .verify import caught_up, differences, origin_gtid, table_rows
 
 SCHEMA, TABLE = "demo", "trx"
@@ -63,11 +63,11 @@ def _progress(origin: Server, targets: list[Server], site: LocalSite) -> str:
     status = fetch(str(site.agents["hub"].config), timeout=2)
     backlog = {t["target"]: t["backlog"] for t in status["targets"]}
     online = {h["name"]: h["online"] for h in status["hosts"]}
-    parts = [f"origin {_count(origin):5} rows"]
-    for t in targets:
+    parts = []
+    for t in targets:  # targets first, so the origin's count is never behind theirs
         state = "online " if online.get(t.name) else "OFFLINE"
         parts.append(f"{t.name} {_count(t):5} rows ({state}, backlog {backlog.get(t.name, 0):4})")
-    return " | ".join(parts)
+    return " | ".join([f"origin {_count(origin):5} rows", *parts])
 
 
 def run(root: Path, rows: int) -> int:
@@ -120,8 +120,6 @@ def run(root: Path, rows: int) -> int:
             wait_until(lambda t=t: caught_up(t, "origin", gtid), 60, 0.01, f"{t.name} catch-up")
         _say(f"   all caught up: {_progress(origin, targets, site)}")
         _say("\n   binlogsync status:")
-        from .status import render
-
         for line in render(fetch(str(site.agents["hub"].config))).splitlines():
             _say(f"   {line}")
         site.stop()

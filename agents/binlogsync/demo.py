@@ -86,14 +86,7 @@ def run(root: Path, rows: int) -> int:
         _say("\n== 2. hub and agents (CURVE keys on every socket)")
         site = LocalSite(root / "site", origin, targets, tables=(f"{SCHEMA}.*",), curve=True)
         site.start()
-        wait_until(
-            lambda: all(
-                h["online"] for h in fetch(str(site.agents["hub"].config), timeout=2)["hosts"]
-            ),
-            30,
-            0.1,
-            "all agents online",
-        )
+        site.wait_online()
         _say(f"   hub on {site.endpoint}; configs and logs in {site.root}")
 
         _say(f"\n== 3. live workload: {rows} inserts plus updates and deletes on {SCHEMA}.{TABLE}")

@@ -1,0 +1,399 @@
+"""Parameterized SQL for applying changes on a target, built from identifiers only.
+
+Identifiers (schema, table, column names) are backtick-quoted with backticks doubled (and `%`
+doubled, since the driver binds `%s` parameters by formatting); names with a NUL or longer than
+64 characters are refused. Values never enter the SQL text: every
+value is a `%s` parameter that the driver escapes. The `statement` of a "ddl" change is never
+turned into SQL here (the target's schema is the DBA's to change).
+
+Statements, as gh-ost writes them, by the TARGET's primary key:
+
+    insert, update   INSERT INTO `s`.`t` (`a`,`b`) VALUES (%s,%s),(%s,%s)
+                     ON DUPLICATE KEY UPDATE `a`=IF(`a`<=>VALUES(`a`),`a`,NULL),`b`=VALUES(`b`)
+                     (an upsert of the after image; the IF guard turns a clash on another
+                     unique key into an error instead of overwriting that other row)
+    update of a key  DELETE of the old key, then the upsert of the after image
+    delete           DELETE FROM `s`.`t` WHERE `id` IN (%s,%s)
+                     DELETE FROM `s`.`t` WHERE (`a`,`b`) IN ((%s,%s),(%s,%s))  (composite key)
+    truncate         DELETE FROM `s`.`t`                               (transactional)
+
+Merging: consecutive row operations of the same kind on the same table (and, for upserts, the
+same column list) become one multi-row statement, across changes and transactions. The order
+of operations is kept exactly: an upsert, a delete and an upsert of the same key are three
+statements, so the row ends present. A multi-row upsert processes its rows in order (a later
+row with the same key wins) and a multi-row delete is order-free, so merging never changes the
+result. A statement is closed at `max_rows` rows or when its estimated size would pass
+`max_bytes` (kept well under the server's max_allowed_packet; a single larger row still goes
+alone).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from ..errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
+from ..model import Change, Row
+from ..position import Position
+
+MAX_IDENTIFIER = 64
+DEFAULT_MAX_ROWS = 2000
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+
+StatementKind = Literal["upsert", "delete", "truncate"]
+
+# Column EXTRA values of generated columns (MariaDB: VIRTUAL/STORED GENERATED, older PERSISTENT;
+# MySQL 8 also has DEFAULT_GENERATED, which is an ordinary column with an expression default).
+_GENERATED = re.compile(r"\b(VIRTUAL|STORED|PERSISTENT)\b", re.IGNORECASE)
+
+
+def quote(name: str) -> str:
+    """`name` as a MySQL identifier: backtick-quoted, backticks doubled."""
+    if not isinstance(name, str) or not name:
+        raise ApplyError(f"empty or non-text identifier {name!r}", "this change is malformed")
+    if "\x00" in name:
+        raise ApplyError(f"identifier {name!r} contains a NUL character", "this is not a name")
+    if len(name) > MAX_IDENTIFIER:
+        raise ApplyError(
+            f"identifier {name[:20]!r}… is {len(name)} characters long",
+            f"MySQL names are at most {MAX_IDENTIFIER} characters",
+        )
+    return "`" + name.replace("`", "``") + "`"
+
+
+def ident(name: str) -> str:
+    """`name` quoted for a statement whose parameters are bound with `%s` (a `%` is doubled)."""
+    return quote(name).replace("%", "%%")
+
+
+def qualified(schema: str, table: str) -> str:
+    """`schema`.`table` for a statement whose parameters are bound with `%s`."""
+    return f"{ident(schema)}.{ident(table)}"
+
+
+def is_generated(extra: str) -> bool:
+    """True for information_schema.COLUMNS.EXTRA of a generated (computed) column."""
+    return bool(_GENERATED.search(extra or ""))
+
+
+# -- values ------------------------------------------------------------------------------------
+
+_PASS = frozenset({int, str, float, Decimal, bytes, type(None)})
+# Size in the SQL text beyond which a value of these types never goes.
+_FIXED_SIZE = {int: 21, float: 26, type(None): 4}
+
+
+def _time_literal(value: dt.timedelta) -> str:
+    # MySQL TIME is a signed duration; str(timedelta) of a negative value is not MySQL's form.
+    micros = value // dt.timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    seconds, micro = divmod(abs(micros), 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{sign}{hours:02d}:{minute:02d}:{second:02d}.{micro:06d}"
+
+
+def convert(value: Any) -> Any:
+    """A column value as a driver parameter.
+
+    Decimal, bytes, str, int, float and None pass unchanged. datetime and date become their
+    ISO text ('YYYY-MM-DD HH:MM:SS.ffffff'), the very literal the driver would write for them,
+    at a quarter of its cost; TIMESTAMPs arrive as naive UTC and the session time zone is
+    +00:00, and an aware datetime is converted to UTC first. timedelta (TIME) becomes
+    '[-]HH:MM:SS.ffffff'; a SET becomes its sorted members joined by ','; BIT arrives as int;
+    bool becomes 0/1; a JSON document decoded to dict/list is dumped back to JSON text.
+    """
+    kind = type(value)
+    if kind in _PASS:
+        return value
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        return value.isoformat(" ")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if kind is bool:
+        return int(value)
+    if isinstance(value, dt.timedelta):
+        return _time_literal(value)
+    if isinstance(value, set | frozenset):
+        return ",".join(sorted(value))
+    if isinstance(value, bytearray | memoryview):
+        return bytes(value)
+    if isinstance(value, dict | list):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(value, int | str | float | Decimal | bytes):  # subclasses (IntEnum, …)
+        return value
+    raise ApplyError(f"cannot apply a value of type {kind.__name__}: {value!r:.80}")
+
+
+def convert_row(row: Row, indices: Sequence[int]) -> tuple[list[Any], int]:
+    """The converted values of `row` at `indices`, and an upper bound of their SQL text size."""
+    values = []
+    size = 2 + len(indices)
+    fixed = _FIXED_SIZE
+    for i in indices:
+        value = row[i]
+        kind = type(value)
+        if kind not in _PASS:
+            value = convert(value)
+            kind = type(value)
+        if kind is str:
+            size += 4 * len(value) + 3  # 4-byte characters, or every character escaped
+        elif kind is bytes:
+            size += 2 * len(value) + 4  # X'…'
+        else:
+            size += fixed.get(kind, 80)
+        values.append(value)
+    return values, size
+
+
+# -- target tables -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TableInfo:
+    """What the target says about one table (information_schema)."""
+
+    schema: str
+    table: str
+    columns: tuple[str, ...]
+    primary_key: tuple[str, ...] = ()
+    generated: frozenset[str] = frozenset()  # lower-cased names of generated columns
+
+    def missing(self, columns: Iterable[str]) -> list[str]:
+        """Columns of a change that the target table lacks (names compare case-insensitively)."""
+        have = {c.lower() for c in self.columns}
+        return [c for c in columns if c.lower() not in have]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How rows of one column list map onto one target table (built once, then cached)."""
+
+    schema: str
+    table: str
+    write: tuple[int, ...]  # row indices written by an upsert (generated columns left out)
+    key: tuple[int, ...]  # row indices of the target's primary key
+    upsert_prefix: str
+    upsert_row: str
+    upsert_suffix: str
+    delete_prefix: str
+    delete_row: str
+
+    @classmethod
+    def build(cls, info: TableInfo, columns: Sequence[str], guard: bool = True) -> Layout:
+        """Check a change's columns against the target table and prepare its statements.
+
+        `guard` (for sessions in strict mode) makes an upsert fail when the row it would update
+        is not the one with the same primary key but one that clashes on another unique key of
+        the target; without it, the after image replaces the clashing row.
+
+        Raises SchemaMismatchError (a column the target lacks, or a key column the change does
+        not carry) and NoPrimaryKeyError, with messages that the applier completes.
+        """
+        missing = info.missing(columns)
+        if missing:
+            raise SchemaMismatchError(
+                f"the target table lacks column(s) {', '.join(missing)}",
+                "add the column(s) on the target as the origin has them",
+            )
+        if not info.primary_key:
+            raise NoPrimaryKeyError(
+                "the target table has no primary key",
+                "add a primary key on the target, or exclude the table from the route",
+            )
+        target_name = {c.lower(): c for c in info.columns}
+        index = {c.lower(): i for i, c in enumerate(columns)}
+        if len(index) != len(columns):
+            raise SchemaMismatchError(f"the change names a column twice: {list(columns)}")
+        absent = [c for c in info.primary_key if c.lower() not in index]
+        if absent:
+            raise SchemaMismatchError(
+                f"the target's primary key column(s) {', '.join(absent)} are not among the "
+                f"origin's columns",
+                "give the target the origin's primary key",
+            )
+        write = tuple(i for i, c in enumerate(columns) if c.lower() not in info.generated)
+        key = tuple(index[c.lower()] for c in info.primary_key)
+        names = [ident(target_name[columns[i].lower()]) for i in write]
+        key_names = {c.lower() for c in info.primary_key}
+        table = qualified(info.schema, info.table)
+        key_quoted = [ident(c) for c in info.primary_key]
+        if guard:
+            # The duplicate must be the row with the same primary key. A clash on another
+            # unique key sets the key to NULL, which strict mode refuses (error 1048).
+            same = " AND ".join(f"{k}<=>VALUES({k})" for k in key_quoted)
+            assignments = [f"{key_quoted[0]}=IF({same},{key_quoted[0]},NULL)"]
+        else:
+            # Without strict mode the guard would write a 0: the after image replaces the
+            # clashing row instead (gh-ost's REPLACE semantics).
+            assignments = [f"{k}=VALUES({k})" for k in key_quoted]
+        assignments += [
+            f"{n}=VALUES({n})"
+            for n in (ident(target_name[columns[i].lower()]) for i in write
+                      if columns[i].lower() not in key_names)
+        ]
+        if len(key) == 1:
+            delete_prefix = f"DELETE FROM {table} WHERE {key_quoted[0]} IN ("
+            delete_row = "%s"
+        else:
+            delete_prefix = f"DELETE FROM {table} WHERE ({','.join(key_quoted)}) IN ("
+            delete_row = "(" + ",".join(["%s"] * len(key)) + ")"
+        return cls(
+            schema=info.schema,
+            table=info.table,
+            write=write,
+            key=key,
+            upsert_prefix=f"INSERT INTO {table} ({','.join(names)}) VALUES ",
+            upsert_row="(" + ",".join(["%s"] * len(write)) + ")",
+            upsert_suffix=" ON DUPLICATE KEY UPDATE " + ",".join(assignments),
+            delete_prefix=delete_prefix,
+            delete_row=delete_row,
+        )
+
+
+# -- statements --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Statement:
+    """One SQL statement with its parameters, and the origin transactions it carries."""
+
+    kind: StatementKind
+    schema: str
+    table: str
+    sql: str
+    params: list[Any] | None  # None once bound into `sql` by the driver
+    rows: int
+    first: Position | None = None
+    last: Position | None = None
+
+    @property
+    def where(self) -> str:
+        """The origin position(s) of the transactions in this statement, for messages."""
+        if self.first is None or self.last is None or self.first == self.last:
+            return str(self.first or self.last)
+        return f"{self.first} … {self.last}"
+
+
+@dataclass(slots=True)
+class _Group:
+    kind: StatementKind
+    schema: str
+    table: str
+    prefix: str
+    row: str
+    suffix: str
+    params: list[Any] = field(default_factory=list)
+    rows: int = 0
+    size: int = 0
+    first: Position | None = None
+    last: Position | None = None
+
+    def statement(self) -> Statement:
+        sql = self.prefix + ",".join([self.row] * self.rows) + self.suffix
+        return Statement(
+            self.kind, self.schema, self.table, sql, self.params, self.rows, self.first, self.last
+        )
+
+
+class StatementBuilder:
+    """Turns a stream of row changes into merged statements, in order.
+
+    `add()` returns the statements that became complete; `flush()` returns the rest. Run them
+    in the order returned.
+    """
+
+    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS, max_bytes: int = DEFAULT_MAX_BYTES):
+        if max_rows < 1 or max_bytes < 1:
+            raise ValueError("max_rows and max_bytes must be positive")
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self._group: _Group | None = None
+        self._done: list[Statement] = []
+
+    def add(self, change: Change, layout: Layout, position: Position | None = None) -> list[
+        Statement
+    ]:
+        kind = change.kind
+        if kind == "insert":
+            for row in change.after:
+                self._upsert(layout, row, position)
+        elif kind == "update":
+            key = layout.key
+            for before, after in zip(change.before, change.after, strict=True):
+                if any(before[i] != after[i] for i in key):
+                    self._delete(layout, before, position)
+                self._upsert(layout, after, position)
+        elif kind == "delete":
+            for row in change.before:
+                self._delete(layout, row, position)
+        elif kind == "truncate":
+            self._truncate(layout.schema, layout.table, position)
+        else:
+            raise ApplyError(f"a {kind!r} change has no statement")
+        done, self._done = self._done, []
+        return done
+
+    def truncate(self, schema: str, table: str, position: Position | None = None) -> list[
+        Statement
+    ]:
+        """A truncate needs no layout (and no primary key): `DELETE FROM` the whole table."""
+        self._truncate(schema, table, position)
+        done, self._done = self._done, []
+        return done
+
+    def flush(self) -> list[Statement]:
+        self._close()
+        done, self._done = self._done, []
+        return done
+
+    # -- internals ---------------------------------------------------------------------------
+    def _truncate(self, schema: str, table: str, position: Position | None) -> None:
+        self._close()
+        self._done.append(
+            Statement("truncate", schema, table, f"DELETE FROM {qualified(schema, table)}", [], 0,
+                      position, position)
+        )
+
+    def _close(self) -> None:
+        if self._group is not None and self._group.rows:
+            self._done.append(self._group.statement())
+        self._group = None
+
+    def _target(self, kind: StatementKind, layout: Layout, prefix: str, row: str, suffix: str,
+                size: int, position: Position | None) -> _Group:
+        group = self._group
+        if (
+            group is None
+            or group.kind != kind
+            or group.prefix != prefix
+            or group.rows >= self.max_rows
+            or group.size + size > self.max_bytes
+        ):
+            self._close()
+            group = _Group(kind, layout.schema, layout.table, prefix, row, suffix,
+                           size=len(prefix) + len(suffix), first=position)
+            self._group = group
+        group.last = position
+        group.rows += 1
+        group.size += size
+        return group
+
+    def _upsert(self, layout: Layout, row: Row, position: Position | None) -> None:
+        values, size = convert_row(row, layout.write)
+        group = self._target("upsert", layout, layout.upsert_prefix, layout.upsert_row,
+                             layout.upsert_suffix, size, position)
+        group.params.extend(values)
+
+    def _delete(self, layout: Layout, row: Row, position: Position | None) -> None:
+        values, size = convert_row(row, layout.key)
+        group = self._target("delete", layout, layout.delete_prefix, layout.delete_row, ")",
+                             size, position)
+        group.params.extend(values)

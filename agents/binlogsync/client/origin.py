@@ -73,14 +73,17 @@ class OriginRole:
         self.stopping.set()
         if self.reader is not None:
             self.reader.stop()
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        while True:  # what the thread sent but we never shipped is read again after restart
-            try:
-                self.pull.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                break
+        # What the thread sent but we never shipped is dropped: it is read again after restart.
+        # Draining while joining also frees a thread blocked on a full pipe.
+        while self.thread is not None:
+            self.thread.join(0.05)
+            if not self.thread.is_alive():
+                self.thread = None
+            while True:
+                try:
+                    self.pull.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
 
     def close(self) -> None:
         self.stop()
@@ -90,6 +93,7 @@ class OriginRole:
         push = self.context.socket(zmq.PUSH)
         push.linger = 0
         push.sndhwm = 20_000
+        push.sndtimeo = 200
         push.connect(self.endpoint)
         backoff = Backoff(0.5, 10.0)
         position = resume
@@ -106,7 +110,13 @@ class OriginRole:
                         self.config.database, self.config.server_id, position, self.config.tables
                     )
                     for tx in self.reader.transactions():
-                        push.send_multipart([pack(tx.position.to_wire()), pack(tx.to_wire())])
+                        parts = [pack(tx.position.to_wire()), pack(tx.to_wire())]
+                        while not self.stopping.is_set():
+                            try:
+                                push.send_multipart(parts)
+                                break
+                            except zmq.Again:
+                                continue  # the pipe is full (window closed); check stop, retry
                         position = tx.position
                         self.metrics.captured.inc()
                         if self.stopping.is_set():

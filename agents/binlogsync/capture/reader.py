@@ -541,7 +541,6 @@ class _CachingConnection(pymysql.connections.Connection):  # type: ignore[misc]
 # -- the reader ----------------------------------------------------------------------------
 
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
-_KIND = {WriteRowsEvent: "insert", UpdateRowsEvent: "update", DeleteRowsEvent: "delete"}
 
 
 @dataclass
@@ -618,6 +617,12 @@ class BinlogReader:
                         f"the origin {self.db.host}:{self.db.port} closed the binlog stream",
                         "the server may be shutting down; capture resumes when it is back",
                     )
+                if isinstance(event, PartialUpdateRowsEvent):  # before its base class
+                    raise PreflightError(
+                        "the origin writes partial JSON updates (MySQL), which capture cannot "
+                        "apply",
+                        "set binlog_row_value_options='' on the origin",
+                    )
                 if isinstance(event, _ROW_EVENTS):
                     if group is None:
                         group = _Group()
@@ -645,11 +650,6 @@ class BinlogReader:
                     if event.post_header_len != self._post_header:
                         self._post_header = event.post_header_len
                         self._table_maps.clear()
-                elif isinstance(event, PartialUpdateRowsEvent):
-                    raise PreflightError(
-                        "the origin writes partial JSON updates, which capture cannot apply",
-                        "set binlog_row_value_options='' on the origin",
-                    )
                 # HeartbeatLogEvent: only there to let the loop look at the stop flag.
         finally:
             self.close()

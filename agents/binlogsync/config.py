@@ -115,7 +115,7 @@ class DatabaseSettings:
     password: str = field(default="", repr=False)
 
     def connect_args(self) -> dict[str, Any]:
-        return {"host": self.host, "port": self.port, "user": self.user, "passwd": self.password}
+        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
 
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"

@@ -18,6 +18,11 @@ Exceptions of PyMySQL and pyzmq are translated at the edge of the module that ca
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .position import Position
+
 
 class BinlogsyncError(Exception):
     """Base of every error binlogsync raises on purpose."""
@@ -56,9 +61,13 @@ class UnreachableError(BinlogsyncError):
 
 
 class ApplyError(BinlogsyncError):
-    """A transaction could not be applied on a target; it is retried, never skipped silently."""
+    """A transaction could not be applied on a target; it is retried, never skipped silently.
+
+    `position` names the origin transaction that failed, when the applier could tell.
+    """
 
     retryable = True
+    position: Position | None = None
 
 
 class MissingTableError(ApplyError):

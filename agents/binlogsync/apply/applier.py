@@ -110,8 +110,9 @@ class _Pipeline:
         self.statement: Statement | None = None
 
     def submit(self, statement: Statement) -> None:
-        bound = replace(statement, sql=self.cursor.mogrify(statement.sql, statement.params),
-                        params=None)
+        bound = replace(
+            statement, sql=self.cursor.mogrify(statement.sql, statement.params), params=None
+        )
         self.wait()
         self.statement = statement
         self.running = self.applier._worker().submit(self.applier._execute, self.cursor, bound)
@@ -231,7 +232,10 @@ class Applier:
 
     # -- one call ----------------------------------------------------------------------------
     def _run(
-        self, transactions: Sequence[Transaction], upto: Position | None, across: bool,
+        self,
+        transactions: Sequence[Transaction],
+        upto: Position | None,
+        across: bool,
         commit: bool,
     ) -> Position | None:
         conn = self._connection()
@@ -304,8 +308,8 @@ class Applier:
         except ApplyError as exc:
             pipeline.settle()
             self._rollback()
-            if position is not None and not hasattr(exc, "position"):
-                exc.position = position  # type: ignore[attr-defined]
+            if position is not None and exc.position is None:
+                exc.position = position
             raise
         except BaseException:
             pipeline.settle()
@@ -339,7 +343,7 @@ class Applier:
         if statement is not None and statement.first == statement.last:
             position = statement.first
         if position is not None and isinstance(error, ApplyError) and code not in _TRANSIENT:
-            error.position = position  # type: ignore[attr-defined]
+            error.position = position
         return error
 
     def _execute(self, cursor: Any, statement: Statement) -> None:
@@ -432,7 +436,8 @@ class Applier:
             # DDL of the schema that names no table, or names this one (RENAME, CREATE … LIKE).
             named = re.compile(rf"(?<![\w$]){re.escape(table)}(?![\w$])", re.IGNORECASE)
             related = [
-                v for (s, t), v in self._ddl.items()
+                v
+                for (s, t), v in self._ddl.items()
                 if s == schema and (not t or named.search(v[1]))
             ]
             found = max(related, key=lambda v: v[0].key) if related else None
@@ -593,21 +598,33 @@ class Applier:
         if code in _MISSING_TABLE:
             return MissingTableError(
                 context + cause,
-                self._with_ddl(schema, table, "create the table on the target as the origin "
-                               "defines it, or exclude it from the route; apply resumes by itself"),
+                self._with_ddl(
+                    schema,
+                    table,
+                    "create the table on the target as the origin "
+                    "defines it, or exclude it from the route; apply resumes by itself",
+                ),
             )
         if code in _MISSING_COLUMN or code in _NO_DEFAULT:
             return SchemaMismatchError(
                 context + cause,
-                self._with_ddl(schema, table, "make the target table's columns match the "
-                               "origin's (extra target columns need a default); "
-                               "apply resumes by itself"),
+                self._with_ddl(
+                    schema,
+                    table,
+                    "make the target table's columns match the "
+                    "origin's (extra target columns need a default); "
+                    "apply resumes by itself",
+                ),
             )
         if code in _VALUE:
             return SchemaMismatchError(
                 context + f"a value does not fit the target column: {cause}",
-                self._with_ddl(schema, table, "give the target column the origin's type "
-                               "(ALTER TABLE … MODIFY); apply resumes by itself"),
+                self._with_ddl(
+                    schema,
+                    table,
+                    "give the target column the origin's type "
+                    "(ALTER TABLE … MODIFY); apply resumes by itself",
+                ),
             )
         if code in _CONSTRAINT:
             if code == 1048 and statement is not None and statement.kind == "upsert":

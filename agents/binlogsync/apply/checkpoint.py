@@ -52,8 +52,29 @@ _DDL = (
 
 # Lost or refused connections: the server is unreachable now, try again later.
 CONNECTION_ERRORS = frozenset(
-    {1040, 1053, 1152, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161, 1927,
-     2002, 2003, 2005, 2006, 2012, 2013, 2014, 2026, 2055}
+    {
+        1040,
+        1053,
+        1152,
+        1154,
+        1155,
+        1156,
+        1157,
+        1158,
+        1159,
+        1160,
+        1161,
+        1927,
+        2002,
+        2003,
+        2005,
+        2006,
+        2012,
+        2013,
+        2014,
+        2026,
+        2055,
+    }
 )
 
 _ANY: Any = object()
@@ -143,8 +164,8 @@ def write(
 
 
 def connect_args(db: DatabaseSettings) -> dict[str, Any]:
-    """PyMySQL arguments for `db` (DatabaseSettings.connect_args uses the deprecated `passwd`)."""
-    return {"host": db.host, "port": db.port, "user": db.user, "password": db.password}
+    """PyMySQL arguments for `db`."""
+    return db.connect_args()
 
 
 def _connect(db: DatabaseSettings) -> pymysql.connections.Connection:
@@ -234,9 +255,7 @@ def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skippe
         raise ApplyError(f"cannot list skipped transactions on target {db}: {exc}") from exc
     finally:
         conn.close()
-    return [
-        Skipped(int(r[0]), r[1], Position(r[2], int(r[3]), r[4]), r[5], r[6]) for r in rows
-    ]
+    return [Skipped(int(r[0]), r[1], Position(r[2], int(r[3]), r[4]), r[5], r[6]) for r in rows]
 
 
 def _rollback(conn: pymysql.connections.Connection) -> None:

@@ -236,8 +236,11 @@ class Layout:
             assignments = [f"{k}=VALUES({k})" for k in key_quoted]
         assignments += [
             f"{n}=VALUES({n})"
-            for n in (ident(target_name[columns[i].lower()]) for i in write
-                      if columns[i].lower() not in key_names)
+            for n in (
+                ident(target_name[columns[i].lower()])
+                for i in write
+                if columns[i].lower() not in key_names
+            )
         ]
         if len(key) == 1:
             delete_prefix = f"DELETE FROM {table} WHERE {key_quoted[0]} IN ("
@@ -318,9 +321,9 @@ class StatementBuilder:
         self._group: _Group | None = None
         self._done: list[Statement] = []
 
-    def add(self, change: Change, layout: Layout, position: Position | None = None) -> list[
-        Statement
-    ]:
+    def add(
+        self, change: Change, layout: Layout, position: Position | None = None
+    ) -> list[Statement]:
         kind = change.kind
         if kind == "insert":
             for row in change.after:
@@ -341,9 +344,9 @@ class StatementBuilder:
         done, self._done = self._done, []
         return done
 
-    def truncate(self, schema: str, table: str, position: Position | None = None) -> list[
-        Statement
-    ]:
+    def truncate(
+        self, schema: str, table: str, position: Position | None = None
+    ) -> list[Statement]:
         """A truncate needs no layout (and no primary key): `DELETE FROM` the whole table."""
         self._truncate(schema, table, position)
         done, self._done = self._done, []
@@ -358,8 +361,16 @@ class StatementBuilder:
     def _truncate(self, schema: str, table: str, position: Position | None) -> None:
         self._close()
         self._done.append(
-            Statement("truncate", schema, table, f"DELETE FROM {qualified(schema, table)}", [], 0,
-                      position, position)
+            Statement(
+                "truncate",
+                schema,
+                table,
+                f"DELETE FROM {qualified(schema, table)}",
+                [],
+                0,
+                position,
+                position,
+            )
         )
 
     def _close(self) -> None:
@@ -367,8 +378,16 @@ class StatementBuilder:
             self._done.append(self._group.statement())
         self._group = None
 
-    def _target(self, kind: StatementKind, layout: Layout, prefix: str, row: str, suffix: str,
-                size: int, position: Position | None) -> _Group:
+    def _target(
+        self,
+        kind: StatementKind,
+        layout: Layout,
+        prefix: str,
+        row: str,
+        suffix: str,
+        size: int,
+        position: Position | None,
+    ) -> _Group:
         group = self._group
         if (
             group is None
@@ -378,8 +397,16 @@ class StatementBuilder:
             or group.size + size > self.max_bytes
         ):
             self._close()
-            group = _Group(kind, layout.schema, layout.table, prefix, row, suffix,
-                           size=len(prefix) + len(suffix), first=position)
+            group = _Group(
+                kind,
+                layout.schema,
+                layout.table,
+                prefix,
+                row,
+                suffix,
+                size=len(prefix) + len(suffix),
+                first=position,
+            )
             self._group = group
         group.last = position
         group.rows += 1
@@ -388,12 +415,20 @@ class StatementBuilder:
 
     def _upsert(self, layout: Layout, row: Row, position: Position | None) -> None:
         values, size = convert_row(row, layout.write)
-        group = self._target("upsert", layout, layout.upsert_prefix, layout.upsert_row,
-                             layout.upsert_suffix, size, position)
+        group = self._target(
+            "upsert",
+            layout,
+            layout.upsert_prefix,
+            layout.upsert_row,
+            layout.upsert_suffix,
+            size,
+            position,
+        )
         group.params.extend(values)
 
     def _delete(self, layout: Layout, row: Row, position: Position | None) -> None:
         values, size = convert_row(row, layout.key)
-        group = self._target("delete", layout, layout.delete_prefix, layout.delete_row, ")",
-                             size, position)
+        group = self._target(
+            "delete", layout, layout.delete_prefix, layout.delete_row, ")", size, position
+        )
         group.params.extend(values)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pymysql
 
-from ..apply.applier import Applier
+from ..apply.applier import Applier, failed_at
 from ..config import TargetConfig
 from ..errors import BinlogsyncError
 from ..metrics import ClientMetrics
@@ -87,6 +87,22 @@ class ApplyWorker:
             count += len(more.transactions)
         return [d for d in group if d.generation == self.generation]
 
+    def _apply_before_failure(
+        self, txs: list[Transaction], exc: BinlogsyncError
+    ) -> Position | None:
+        """Commit the transactions before the failing one, so that the checkpoint stands just
+        before it: then `binlogsync skip` at its position skips exactly that one."""
+        failing = failed_at(exc)
+        if failing is None:
+            return None
+        before = [tx for tx in txs if tx.position < failing]
+        if before:
+            try:
+                self.applier.apply(before)
+            except BinlogsyncError as again:
+                log.warning("could not apply the transactions before %s: %s", failing, again)
+        return failing
+
     def _run(self) -> None:
         backoff = Backoff(self.config.retry_initial, self.config.retry_max)
         while not self.stopping.is_set():
@@ -98,9 +114,9 @@ class ApplyWorker:
                 try:
                     checkpoint = self.applier.apply(txs, group[-1].upto)
                 except BinlogsyncError as exc:
+                    failing = self._apply_before_failure(txs, exc)
                     delay = backoff.next()
                     self.metrics.apply_errors.labels(self.origin).inc()
-                    failing = getattr(exc, "position", None) or (txs[0].position if txs else None)
                     self.report(Outcome(self.origin, group[-1].seq, None, str(exc), failing, delay))
                     self.stopping.wait(delay)
                     continue

@@ -8,7 +8,9 @@ from the network.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal
 
 from .errors import ProtocolError
@@ -19,6 +21,12 @@ ROW_KINDS = ("insert", "update", "delete")
 KINDS = (*ROW_KINDS, "truncate", "ddl")
 
 Row = tuple[Any, ...]
+
+# The types a column value may have after decoding (codec.py); anything else on the wire, such
+# as msgpack's own Timestamp extension, is refused.
+VALUE_TYPES = frozenset(
+    {type(None), int, float, str, bytes, Decimal, dt.datetime, dt.date, dt.timedelta, set}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +81,15 @@ class Change:
         rows = []
         for image in (before, after):
             if not isinstance(image, list) or not all(
-                isinstance(r, list) and len(r) == len(columns) for r in image
+                isinstance(r, list)
+                and len(r) == len(columns)
+                and all(type(v) in VALUE_TYPES for v in r)
+                for r in image
             ):
-                raise ProtocolError(f"rows of {schema}.{table} do not match its columns")
+                raise ProtocolError(
+                    f"rows of {schema}.{table} do not match its columns or carry a value of "
+                    "a type binlogsync does not send"
+                )
             rows.append(tuple(tuple(r) for r in image))
         if kind == "update" and len(rows[0]) != len(rows[1]):
             raise ProtocolError("an update needs as many before as after images")

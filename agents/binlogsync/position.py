@@ -72,7 +72,12 @@ class Position:
         if not isinstance(data, dict):
             raise ProtocolError(f"a position must be an object, not {type(data).__name__}")
         file, offset, gtid = data.get("file"), data.get("offset"), data.get("gtid")
-        if not isinstance(file, str) or not isinstance(offset, int) or offset < 0:
+        if (
+            not isinstance(file, str)
+            or not isinstance(offset, int)
+            or isinstance(offset, bool)
+            or not 0 <= offset < 1 << _OFFSET_BITS
+        ):
             raise ProtocolError(f"malformed position {data!r}")
         if gtid is not None and not isinstance(gtid, str):
             raise ProtocolError(f"malformed gtid in position {data!r}")

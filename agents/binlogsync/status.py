@@ -4,53 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-import tomllib
-from pathlib import Path
 from typing import Any
 
-import zmq
-
-from .config import ClientConfig, HubConfig, load_client, load_hub
-from .errors import ConfigError, UnreachableError
-from .transport import curve, frames
-
-
-def _endpoint_of_hub(config: HubConfig) -> str:
-    # A hub bound to every interface is asked on loopback.
-    return config.bind.replace("tcp://0.0.0.0:", "tcp://127.0.0.1:").replace(
-        "tcp://*:", "tcp://127.0.0.1:"
-    )
-
-
-def load_any(path: str) -> HubConfig | ClientConfig:
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}") from exc
-    return load_hub(path) if "hub" in data else load_client(path)
+from .errors import UnreachableError
+from .transport import frames
+from .transport.admin import admin_socket
 
 
 def fetch(path: str, timeout: float = 5.0) -> dict[str, Any]:
-    config = load_any(path)
-    context = zmq.Context()
-    sock = context.socket(zmq.DEALER)
-    sock.linger = 0
-    try:
-        security = config.security
-        if isinstance(config, HubConfig):
-            endpoint = _endpoint_of_hub(config)
-            if security.enabled:
-                assert security.secret_key_file
-                public, secret = curve.load_pair(security.secret_key_file)
-                sock.curve_secretkey, sock.curve_publickey = secret, public
-                sock.curve_serverkey = public
-        else:
-            endpoint = config.hub
-            if security.enabled:
-                assert security.secret_key_file and security.hub_public_key_file
-                curve.secure_client(sock, security.secret_key_file, security.hub_public_key_file)
-        sock.connect(endpoint)
+    with admin_socket(path) as (sock, endpoint):
         sock.send_multipart(frames.encode(frames.STATUS, {}))
         if not sock.poll(timeout * 1000):
             raise UnreachableError(
@@ -61,9 +23,6 @@ def fetch(path: str, timeout: float = 5.0) -> dict[str, Any]:
         if message.kind != frames.STATUS_REPLY:
             raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
         return dict(message.header["status"])
-    finally:
-        sock.close(linger=0)
-        context.term()
 
 
 def _pos(p: dict[str, Any] | None) -> str:
@@ -131,8 +90,3 @@ def render(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def config_kind(path: str) -> str:
-    return "hub" if isinstance(load_any(path), HubConfig) else "client"
-
-
-__all__ = ["fetch", "render", "load_any", "config_kind", "Path"]

@@ -218,6 +218,26 @@ class Applier:
             self._forget()
             raise
 
+    def repair(self, transaction: Transaction, snapshot: Position) -> Position:
+        """Apply a repair (current source row images read at `snapshot`) and set the checkpoint
+        back to `snapshot`, in one target transaction.
+
+        Going back is what orders the repair with live changes: the hub then re-sends the
+        origin's transactions after `snapshot`, and since every change writes whole row images
+        by key, replaying them over the repaired rows ends in the origin's current state.
+        """
+        try:
+            result = self._run([transaction], None, across=True, commit=True, rewind=snapshot)
+        except _Ambiguous as ambiguous:
+            error = ambiguous.error
+            self._forget()
+            raise error from error.__cause__
+        except BaseException:
+            self._forget()
+            raise
+        assert result is not None
+        return result
+
     def close(self) -> None:
         self._drop()
         worker, self._executor = self._executor, None
@@ -237,6 +257,7 @@ class Applier:
         upto: Position | None,
         across: bool,
         commit: bool,
+        rewind: Position | None = None,
     ) -> Position | None:
         conn = self._connection()
         cur = conn.cursor()
@@ -250,7 +271,7 @@ class Applier:
                 self._checkpoint = checkpoints.read(cur, self.origin)
                 self._checkpoint_known = True
             base = self._checkpoint
-            last_key = -1 if base is None else base.key
+            last_key = -1 if base is None or rewind is not None else base.key
             last: Position | None = None
             count = 0
             builder = StatementBuilder(self.max_rows, self._packet_bytes)
@@ -286,10 +307,12 @@ class Applier:
             new = last if last is not None else base
             if upto is not None and (new is None or upto.key > new.key):
                 new = upto
+            if rewind is not None:
+                new = rewind
             if not commit:
                 conn.rollback()
                 return new
-            if new is not None and (base is None or new.key > base.key):
+            if new is not None and (base is None or new.key > base.key or rewind is not None):
                 self._doing = "moving the checkpoint"
                 checkpoints.write(cur, self.origin, new, count, expected=base)
                 self._doing = "committing"

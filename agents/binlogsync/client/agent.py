@@ -175,7 +175,8 @@ class ClientAgent:
             except BinlogsyncError as exc:
                 log.warning("dropped a malformed delivery: %s", exc)
                 return True
-            self.target.deliver(header["origin"], header["seq"], header["upto"], txs)
+            repair = header.get("repair") is True
+            self.target.deliver(header["origin"], header["seq"], header["upto"], txs, repair)
         elif kind == frames.ERROR:
             if header["code"] == "hello-first":
                 self._reconnect(roles, "the hub does not know this connection (hub restarted?)")
@@ -206,5 +207,7 @@ class ClientAgent:
                         "position": outcome.position,
                         "error": outcome.error,
                         "retry_in": outcome.retry_in,
+                        "seq": outcome.seq,
+                        "repair": outcome.repair,
                     },
                 )

@@ -35,6 +35,7 @@ class Delivery:
     upto: Position
     transactions: list[Transaction]
     generation: int
+    repair: bool = False  # source row images read at `upto`: applied alone, checkpoint := upto
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Outcome:
     error: str = ""
     position: Position | None = None  # the transaction that failed
     retry_in: float = 0.0
+    repair: bool = False
 
 
 class ApplyWorker:
@@ -58,6 +60,7 @@ class ApplyWorker:
         self.origin, self.config, self.metrics, self.report = origin, config, metrics, report
         self.queue: queue.Queue[Delivery] = queue.Queue()
         self.generation = 0
+        self.held: Delivery | None = None  # a repair taken while grouping: applied next
         self.stopping = threading.Event()
         self.applier = Applier(config.database, origin)
         self.thread = threading.Thread(target=self._run, name=f"apply-{origin}", daemon=True)
@@ -73,15 +76,21 @@ class ApplyWorker:
         self.applier.close()
 
     def _take(self) -> list[Delivery]:
-        try:
-            first = self.queue.get(timeout=0.2)
-        except queue.Empty:
-            return []
+        if self.held is not None:
+            first, self.held = self.held, None
+        else:
+            try:
+                first = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                return []
         group, count = [first], len(first.transactions)
-        while count < self.config.group_transactions:
+        while count < self.config.group_transactions and not first.repair:
             try:
                 more = self.queue.get_nowait()
             except queue.Empty:
+                break
+            if more.repair:
+                self.held = more
                 break
             group.append(more)
             count += len(more.transactions)
@@ -103,6 +112,16 @@ class ApplyWorker:
                 log.warning("could not apply the transactions before %s: %s", failing, again)
         return failing
 
+    def _repair(self, delivery: Delivery) -> None:
+        """A repair is tried once: a failure goes back to whoever asked for it."""
+        try:
+            checkpoint = self.applier.repair(delivery.transactions[0], delivery.upto)
+        except BinlogsyncError as exc:
+            self.report(Outcome(self.origin, delivery.seq, None, str(exc), None, 0.0, True))
+            return
+        log.info("repair applied for %s; checkpoint back at %s", self.origin, checkpoint)
+        self.report(Outcome(self.origin, delivery.seq, checkpoint, repair=True))
+
     def _run(self) -> None:
         backoff = Backoff(self.config.retry_initial, self.config.retry_max)
         while not self.stopping.is_set():
@@ -110,6 +129,9 @@ class ApplyWorker:
             while group and not self.stopping.is_set():
                 if group[-1].generation != self.generation:
                     break  # re-sent after a reconnect; the old copies are dropped
+                if group[0].repair:
+                    self._repair(group[0])
+                    break
                 txs = [tx for d in group for tx in d.transactions]
                 try:
                     checkpoint = self.applier.apply(txs, group[-1].upto)
@@ -166,13 +188,18 @@ class TargetRole:
         finally:
             conn.close()
 
-    def deliver(self, origin: str, seq: int, upto: Position, txs: list[Transaction]) -> None:
+    def deliver(
+        self, origin: str, seq: int, upto: Position, txs: list[Transaction], repair: bool = False
+    ) -> None:
         worker = self.workers.get(origin)
         if worker is None:
             worker = self.workers[origin] = ApplyWorker(
                 origin, self.config, self.metrics, self._report
             )
-        worker.queue.put(Delivery(seq, upto, txs, worker.generation))
+        if repair and len(txs) != 1:
+            log.warning("dropped a repair delivery of %d transactions (expected 1)", len(txs))
+            return
+        worker.queue.put(Delivery(seq, upto, txs, worker.generation, repair))
 
     def reset(self) -> None:
         for worker in self.workers.values():

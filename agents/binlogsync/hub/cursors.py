@@ -15,6 +15,16 @@ from ..position import Position
 
 
 @dataclass
+class Repair:
+    """Source row images read at `snapshot`, to be applied on one target (reconciliation)."""
+
+    requester: bytes  # routing id of the connection that asked, for the answer
+    id: str
+    snapshot: Position
+    body: bytes
+
+
+@dataclass
 class Cursor:
     target: str
     origin: str
@@ -28,6 +38,8 @@ class Cursor:
     error_position: Position | None = None
     error_at: float | None = None
     retry_in: float | None = None
+    repairs: deque[Repair] = field(default_factory=deque)  # waiting, first one maybe in flight
+    repair_seq: int | None = None  # seq of the DELIVER that carries repairs[0]
 
     @property
     def applied_key(self) -> int:
@@ -37,6 +49,14 @@ class Cursor:
         """Forget what is in flight: it will be sent again from `applied`."""
         self.inflight.clear()
         self.sent_key = self.applied_key
+        self.repair_seq = None  # a repair in flight is sent again (applying it twice is safe)
+
+    def repaired(self, snapshot: Position) -> Repair:
+        """The target applied repairs[0] and set its checkpoint back to `snapshot`."""
+        self.applied = snapshot
+        self.dirty = True
+        self.rewind()
+        return self.repairs.popleft()
 
     def reset_to(self, position: Position | None) -> None:
         """The target says where its checkpoint is; that is the truth."""

@@ -26,7 +26,7 @@ from ..model import Transaction
 from ..position import Position
 from ..transport import curve, frames
 from ..transport.frames import Message
-from .cursors import Cursor
+from .cursors import Cursor, Repair
 from .log import Entry, HubLog
 from .routing import Router
 
@@ -71,6 +71,10 @@ class Hub:
                 cursor = self.cursors[(target, origin)]
                 cursor.applied = position
                 cursor.rewind()
+        # Per origin, the key at or below which log entries may be gone (compacted).
+        self.compacted: dict[str, int] = {}
+        for (_target, origin), cursor in self.cursors.items():
+            self.compacted[origin] = min(self.compacted.get(origin, 1 << 62), cursor.applied_key)
         self.keys: dict[bytes, str] = {}
         self.stop_event = threading.Event()
         self.bound_endpoint = ""
@@ -187,8 +191,8 @@ class Hub:
             return ""
         name = self.by_identity.get(identity, "")
         if not name:
-            if message.kind == frames.STATUS:
-                return ""
+            if message.kind in (frames.STATUS, frames.REPAIR):
+                return ""  # commands need no HELLO; with CURVE, only authorised keys get here
             raise ProtocolError("send HELLO first")
         if user_id is not None and self.hosts[name].user_id != user_id:
             raise ProtocolError(f"message for {name} signed by another key")
@@ -235,6 +239,8 @@ class Hub:
             self._send(sock, identity, frames.PONG, {})
         elif kind == frames.STATUS:
             self._send(sock, identity, frames.STATUS_REPLY, {"status": self.status()})
+        elif kind == frames.REPAIR:
+            self._repair(sock, identity, message)
         elif host is None:
             raise ProtocolError("send HELLO first")
         elif kind == frames.BATCH:
@@ -249,10 +255,45 @@ class Hub:
             batches.setdefault(host.name, []).append(pending)
         elif kind == frames.APPLIED:
             cursor = self._cursor(host.name, header["origin"])
-            cursor.acknowledge(header["seq"], header["upto"])
+            if cursor.repair_seq is not None and header["seq"] == cursor.repair_seq:
+                repair = cursor.repaired(header["upto"])
+                log.info(
+                    "target %s applied repair %s of %s; replaying from %s",
+                    host.name,
+                    repair.id,
+                    cursor.origin,
+                    header["upto"],
+                )
+                self._send(
+                    sock,
+                    repair.requester,
+                    frames.REPAIRED,
+                    {"id": repair.id, "upto": header["upto"]},
+                )
+            else:
+                cursor.acknowledge(header["seq"], header["upto"])
             touched.add((host.name, cursor.origin))
         elif kind == frames.FAILED:
             cursor = self._cursor(host.name, header["origin"])
+            if (
+                header.get("repair") is True
+                and header.get("seq") == cursor.repair_seq
+                and cursor.repairs
+            ):
+                repair = cursor.repairs.popleft()
+                cursor.repair_seq = None
+                self._send(
+                    sock,
+                    repair.requester,
+                    frames.ERROR,
+                    {
+                        "code": "repair-failed",
+                        "message": f"target {host.name} could not apply repair {repair.id}: "
+                        f"{header['error']}",
+                    },
+                )
+                touched.add((host.name, cursor.origin))
+                return
             if cursor.last_error != header["error"]:
                 log.error(
                     "target %s cannot apply %s at %s: %s",
@@ -265,6 +306,35 @@ class Hub:
             cursor.error_at, cursor.retry_in = time.time(), header["retry_in"]
         else:
             raise ProtocolError(f"a client does not send {kind.decode()}")
+
+    def _repair(self, sock: zmq.Socket, identity: bytes, message: Message) -> None:
+        header = message.header
+        origin, target, snapshot = header["origin"], header["target"], header["snapshot"]
+        cursor = self._cursor(target, origin)
+        if len(message.bodies) != 1:
+            raise ProtocolError("REPAIR carries exactly one transaction")
+        Transaction.from_wire(unpack(message.bodies[0], self.config.max_message_bytes))
+        floor = self.compacted.get(origin, -1)
+        if snapshot.key < floor:
+            raise ProtocolError(
+                f"repair snapshot {snapshot} is older than what the hub still holds for {origin}",
+                "read the source again (a fresh snapshot) and resend the repair",
+            )
+        cursor.repairs.append(Repair(identity, header["id"], snapshot, message.bodies[0]))
+        log.info(
+            "repair %s for %s from %s queued (snapshot %s)", header["id"], target, origin, snapshot
+        )
+        self._pump(sock, target, origin)
+
+    def _send_repair(self, sock: zmq.Socket, target: str, origin: str, cursor: Cursor) -> None:
+        repair = cursor.repairs[0]
+        tx = self.router.for_target(origin, target, Transaction.from_wire(unpack(repair.body)))
+        header = {"origin": origin, "seq": cursor.next_seq, "upto": repair.snapshot, "repair": True}
+        if self._send(
+            sock, self.hosts[target].identity, frames.DELIVER, header, [pack(tx.to_wire())]
+        ):
+            cursor.repair_seq = cursor.next_seq
+            cursor.next_seq += 1
 
     def _cursor(self, target: str, origin: Any) -> Cursor:
         cursor = self.cursors.get((target, origin))
@@ -352,7 +422,7 @@ class Hub:
             return
         for target in self.router.targets_of(origin):
             cursor = self.cursors[(target, origin)]
-            if cursor.sent_key == head.key:
+            if cursor.sent_key == head.key and not cursor.repairs:
                 self._send_entries(sock, target, origin, cursor, fresh)
 
     def _send_entries(
@@ -403,6 +473,10 @@ class Hub:
         cursor = self.cursors.get((target, origin))
         if host is None or cursor is None or not host.online or "target" not in host.roles:
             return
+        if cursor.repairs:  # nothing else goes to this target until the repair is applied
+            if cursor.repair_seq is None:
+                self._send_repair(sock, target, origin, cursor)
+            return
         head = self.log.head(origin)
         limit = self.config.batch_transactions
         while head is not None and cursor.sent_key < head.key:
@@ -445,8 +519,12 @@ class Hub:
 
     def _compact(self) -> None:
         for origin in {r.origin for r in self.config.routes}:
-            keys = [c.applied_key for (t, o), c in self.cursors.items() if o == origin]
+            cursors = [c for (_t, o), c in self.cursors.items() if o == origin]
+            if any(c.repairs for c in cursors):
+                continue  # a repair will send its target back to its snapshot: keep the log
+            keys = [c.applied_key for c in cursors]
             if keys and min(keys) >= 0:
+                self.compacted[origin] = max(self.compacted.get(origin, -1), min(keys))
                 dropped = self.log.compact(origin, min(keys))
                 if dropped:
                     log.debug("compacted %d transactions of %s", dropped, origin)

@@ -27,6 +27,7 @@ VERSION = b"BLS1"
 HELLO, WELCOME, BATCH, ACK = b"HELLO", b"WELCOME", b"BATCH", b"ACK"
 DELIVER, APPLIED, FAILED = b"DELIVER", b"APPLIED", b"FAILED"
 PING, PONG, STATUS, STATUS_REPLY, ERROR = b"PING", b"PONG", b"STATUS", b"STATUS_REPLY", b"ERROR"
+REPAIR, REPAIRED = b"REPAIR", b"REPAIRED"
 
 _STR, _INT, _NUM, _POS, _OPTPOS, _LIST, _MAP = "str", "int", "num", "pos", "pos?", "list", "map"
 
@@ -45,9 +46,11 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     STATUS: {},
     STATUS_REPLY: {"status": _MAP},
     ERROR: {"code": _STR, "message": _STR},
+    REPAIR: {"origin": _STR, "target": _STR, "snapshot": _POS, "id": _STR},
+    REPAIRED: {"id": _STR, "upto": _POS},
 }
 KINDS = frozenset(SCHEMAS)
-_WITH_BODIES = frozenset({BATCH, DELIVER})
+_WITH_BODIES = frozenset({BATCH, DELIVER, REPAIR})
 
 
 @dataclass(frozen=True, slots=True)

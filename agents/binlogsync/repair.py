@@ -1,0 +1,53 @@
+"""Send a repair through the hub: source row images for the keys a reconciliation found
+different, applied on one target by the normal apply path.
+
+The images must have been read in a consistent snapshot of the source at binlog position
+`snapshot`. The target applies them and sets its checkpoint back to `snapshot` in one
+transaction; the hub then re-sends the origin's transactions after `snapshot`. Every change
+writes whole row images by key, so replaying them over the repaired rows ends in the source's
+current state: the repair is ordered with live changes and nothing is applied twice in effect.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+
+from .codec import pack
+from .errors import ApplyError, UnreachableError
+from .model import Change, Transaction
+from .position import Position
+from .transport import frames
+from .transport.admin import admin_socket
+
+
+def send_repair(
+    config_path: str,
+    origin: str,
+    target: str,
+    snapshot: Position,
+    changes: Sequence[Change],
+    timeout: float = 60.0,
+) -> Position:
+    """Returns the target's checkpoint after the repair (= `snapshot`); raises ApplyError when
+    the hub or the target refused it, UnreachableError when nobody answered in time."""
+    repair_id = uuid.uuid4().hex[:12]
+    tx = Transaction(snapshot, time.time(), tuple(changes))
+    header = {"origin": origin, "target": target, "snapshot": snapshot, "id": repair_id}
+    with admin_socket(config_path) as (sock, endpoint):
+        sock.send_multipart(frames.encode(frames.REPAIR, header, [pack(tx.to_wire())]))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(left * 1000):
+                raise UnreachableError(
+                    f"repair {repair_id} for {target} was not confirmed within {timeout:.0f} s "
+                    f"(hub {endpoint})",
+                    f"is {target}'s agent online? `binlogsync status` shows it",
+                )
+            message = frames.decode(sock.recv_multipart(), 1 << 30)
+            if message.kind == frames.REPAIRED and message.header["id"] == repair_id:
+                return message.header["upto"]  # type: ignore[no-any-return]
+            if message.kind == frames.ERROR:
+                raise ApplyError(f"repair refused: {message.header['message']}")

@@ -1,0 +1,91 @@
+"""Repairs through the hub: source images applied on a target, ordered with live changes."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from binlogsync.errors import ApplyError
+from binlogsync.model import Change
+from binlogsync.position import Position
+from binlogsync.repair import send_repair
+from binlogsync.sandbox import Server
+from sitekit import create, site, wait_equal
+
+pytestmark = pytest.mark.e2e
+
+T = "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))"
+
+
+def _snapshot_rows(origin: Server, db: str, ids: list[int]) -> tuple[Position, list[tuple]]:  # type: ignore[type-arg]
+    """Rows read in a consistent snapshot, with the binlog position it is pinned to."""
+    with origin.connect(db) as conn, conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        status = {k.lower(): v for k, v in cur.fetchall()}
+        marks = ",".join(["%s"] * len(ids))
+        cur.execute(f"SELECT id, v, note FROM t WHERE id IN ({marks}) ORDER BY id", ids)
+        rows = list(cur.fetchall())
+        cur.execute("COMMIT")
+    position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
+    return position, rows
+
+
+def test_repair_while_writes_continue(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(200)])
+        wait_equal(s, dbname, ["t"])
+        # Damage the target behind binlogsync's back: a lost row, a changed row, an extra row.
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("DELETE FROM t WHERE id = 5")
+            cur.execute("UPDATE t SET v = -1 WHERE id = 6")
+            cur.execute("UPDATE t SET note = 'damaged' WHERE id = 7")  # no live change heals it
+            cur.execute("INSERT INTO t VALUES (1000, 0, 'extra')")
+        stop = threading.Event()
+
+        def writer() -> None:  # live changes, including to the repaired rows
+            n = 0
+            with origin.connect(dbname) as conn, conn.cursor() as cur:
+                while not stop.is_set() and n < 3000:
+                    cur.execute("UPDATE t SET v = v + 1 WHERE id IN (5, 6, %s)", (n % 200,))
+                    n += 1
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            snapshot, rows = _snapshot_rows(origin, dbname, [5, 6, 7])
+            changes = [
+                Change("insert", dbname, "t", ("id", "v", "note"), (), tuple(rows)),
+                Change("delete", dbname, "t", ("id", "v", "note"), ((1000, 0, "extra"),), ()),
+            ]
+            config = str(s.agents["hub"].config)
+            assert send_repair(config, "origin", "target", snapshot, changes) == snapshot
+        finally:
+            stop.set()
+            thread.join()
+        wait_equal(s, dbname, ["t"])
+
+
+def test_repair_for_an_unrouted_pair_is_refused(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start("hub")
+        with pytest.raises(ApplyError, match="no route"):
+            send_repair(
+                str(s.agents["hub"].config),
+                "origin",
+                "elsewhere",
+                Position("binlog.000001", 4),
+                [],
+                timeout=10,
+            )

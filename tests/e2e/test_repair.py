@@ -74,6 +74,24 @@ def test_repair_while_writes_continue(
         wait_equal(s, dbname, ["t"])
 
 
+def test_repair_when_nothing_was_written_after_the_snapshot(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(20)])
+        wait_equal(s, dbname, ["t"])
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE t SET note = NULL WHERE id = 3")
+        snapshot, rows = _snapshot_rows(origin, dbname, [3])
+        change = Change("insert", dbname, "t", ("id", "v", "note"), (), tuple(rows))
+        send_repair(str(s.agents["hub"].config), "origin", "target", snapshot, [change])
+        wait_equal(s, dbname, ["t"])
+
+
 def test_repair_for_an_unrouted_pair_is_refused(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import chain
 from typing import Any, Literal
 
 from .errors import ProtocolError
@@ -79,18 +80,19 @@ class Change:
         if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
             raise ProtocolError("change columns must be a list of strings")
         rows = []
+        width = len(columns)
         for image in (before, after):
-            if not isinstance(image, list) or not all(
-                isinstance(r, list)
-                and len(r) == len(columns)
-                and all(type(v) in VALUE_TYPES for v in r)
-                for r in image
+            # Checked with C-level iteration: this runs for every row the hub and targets get.
+            if (
+                type(image) is not list
+                or not all(type(r) is list and len(r) == width for r in image)
+                or not VALUE_TYPES.issuperset(map(type, chain.from_iterable(image)))
             ):
                 raise ProtocolError(
                     f"rows of {schema}.{table} do not match its columns or carry a value of "
                     "a type binlogsync does not send"
                 )
-            rows.append(tuple(tuple(r) for r in image))
+            rows.append(tuple(map(tuple, image)))
         if kind == "update" and len(rows[0]) != len(rows[1]):
             raise ProtocolError("an update needs as many before as after images")
         return cls(kind, schema, table, tuple(columns), rows[0], rows[1], statement)

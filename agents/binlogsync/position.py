@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import total_ordering
+from functools import lru_cache, total_ordering
 
 from .errors import ProtocolError
 
@@ -28,6 +28,7 @@ _FILE_NUMBER = re.compile(r"\.(\d+)$")
 _OFFSET_BITS = 40
 
 
+@lru_cache(maxsize=4096)  # a handful of file names, asked for on every comparison
 def file_number(file: str) -> int:
     """The sequence number of a binlog file name: `binlog.000012` → 12."""
     match = _FILE_NUMBER.search(file)

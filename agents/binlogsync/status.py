@@ -88,5 +88,3 @@ def render(status: dict[str, Any]) -> str:
         ]
     )
     return "\n".join(lines)
-
-

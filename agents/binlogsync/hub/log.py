@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model import Transaction
 from ..position import Position
 
 _SCHEMA = """
@@ -55,6 +56,7 @@ class Entry:
     position: Position
     timestamp: float
     payload: bytes
+    tx: Transaction | None = None  # decoded, when at hand (not stored)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from ..model import Change, Transaction
 class Router:
     def __init__(self, routes: tuple[Route, ...]) -> None:
         self.routes = routes
+        self._decisions: dict[tuple[str, str, str, str], Route | None] = {}
 
     def targets_of(self, origin: str) -> set[str]:
         return {t for r in self.routes if r.origin == origin for t in r.targets}
@@ -37,14 +38,25 @@ class Router:
                 return route
         return None
 
+    def _decide(self, origin: str, target: str, change: Change) -> Route | None:
+        key = (origin, target, change.schema, change.table)
+        if key not in self._decisions:  # glob matching is slow; the answer never changes
+            if len(self._decisions) > 100_000:
+                self._decisions.clear()
+            self._decisions[key] = self._route_for(self._routes(origin, target), change)
+        return self._decisions[key]
+
     def for_target(self, origin: str, target: str, tx: Transaction) -> Transaction:
         """The part of `tx` that `target` receives (possibly no changes: the position still
-        moves)."""
-        routes = self._routes(origin, target)
+        moves). `tx` itself when the target receives all of it unchanged."""
         kept = []
         for change in tx.changes:
-            route = self._route_for(routes, change)
+            route = self._decide(origin, target, change)
             if route is not None:
                 schema = route.target_schema(change.schema)
                 kept.append(change if schema == change.schema else change.renamed(schema))
+        if len(kept) == len(tx.changes) and all(
+            a is b for a, b in zip(kept, tx.changes, strict=True)
+        ):
+            return tx
         return Transaction(tx.position, tx.timestamp, tuple(kept))

@@ -250,7 +250,7 @@ class Hub:
             for body in message.bodies:
                 tx = Transaction.from_wire(unpack(body, self.config.max_message_bytes))
                 pending.entries.append(
-                    Entry(tx.position, tx.timestamp, body if tx.changes else b"")
+                    Entry(tx.position, tx.timestamp, body if tx.changes else b"", tx)
                 )
             batches.setdefault(host.name, []).append(pending)
         elif kind == frames.APPLIED:
@@ -460,9 +460,11 @@ class Hub:
                 if whole:
                     bodies.append(entry.payload)
                     continue
-                tx = Transaction.from_wire(unpack(entry.payload))
+                tx = entry.tx or Transaction.from_wire(unpack(entry.payload))
                 routed = self.router.for_target(origin, target, tx)
-                if routed.changes:
+                if routed is tx:
+                    bodies.append(entry.payload)  # all of it, unchanged: forward the bytes
+                elif routed.changes:
                     bodies.append(pack(routed.to_wire()))
             header = {"origin": origin, "seq": cursor.next_seq, "upto": upto}
             if not self._send(sock, host.identity, frames.DELIVER, header, bodies):

@@ -17,7 +17,7 @@ import zmq
 
 from ..capture.preflight import check_origin
 from ..capture.reader import BinlogReader, current_position, earliest_position
-from ..codec import pack, unpack
+from ..codec import pack
 from ..config import OriginConfig
 from ..errors import BinlogsyncError
 from ..metrics import ClientMetrics
@@ -29,6 +29,7 @@ from ..transport.link import HubLink
 log = logging.getLogger("binlogsync.origin")
 
 WINDOW = 8  # unacknowledged BATCH messages
+_OUTBOX_MAX = 20_000  # captured transactions waiting to be shipped
 
 
 class OriginRole:
@@ -36,10 +37,15 @@ class OriginRole:
         self, name: str, config: OriginConfig, context: zmq.Context, metrics: ClientMetrics
     ) -> None:
         self.name, self.config, self.context, self.metrics = name, config, context, metrics
+        # The reader thread appends to `outbox` and rings the doorbell only when the loop has
+        # said (`armed`) that it found the outbox empty and will sleep: one socket message per
+        # wake-up instead of one per transaction.
+        self.outbox: deque[tuple[Position, bytes]] = deque()
+        self.armed = False
+        self.room = threading.Event()
         self.endpoint = f"inproc://capture-{id(self)}"
         self.pull = context.socket(zmq.PULL)
         self.pull.linger = 0
-        self.pull.rcvhwm = 20_000
         self.pull.bind(self.endpoint)
         self.thread: threading.Thread | None = None
         self.reader: BinlogReader | None = None
@@ -73,17 +79,14 @@ class OriginRole:
         self.stopping.set()
         if self.reader is not None:
             self.reader.stop()
-        # What the thread sent but we never shipped is dropped: it is read again after restart.
-        # Draining while joining also frees a thread blocked on a full pipe.
-        while self.thread is not None:
-            self.thread.join(0.05)
-            if not self.thread.is_alive():
-                self.thread = None
-            while True:
-                try:
-                    self.pull.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
+        self.room.set()  # a thread waiting for room in the outbox sees `stopping`
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        # What the thread captured but we never shipped is dropped: it is read again after
+        # the restart, from the position the hub acknowledged.
+        self.outbox.clear()
+        self._silence_doorbell()
 
     def close(self) -> None:
         self.stop()
@@ -92,8 +95,6 @@ class OriginRole:
     def _read(self, resume: Position) -> None:
         push = self.context.socket(zmq.PUSH)
         push.linger = 0
-        push.sndhwm = 20_000
-        push.sndtimeo = 200
         push.connect(self.endpoint)
         backoff = Backoff(0.5, 10.0)
         position = resume
@@ -110,13 +111,16 @@ class OriginRole:
                         self.config.database, self.config.server_id, position, self.config.tables
                     )
                     for tx in self.reader.transactions():
-                        parts = [pack(tx.position.to_wire()), pack(tx.to_wire())]
-                        while not self.stopping.is_set():
+                        while len(self.outbox) >= _OUTBOX_MAX and not self.stopping.is_set():
+                            self.room.clear()  # the window is closed; wait for the loop
+                            self.room.wait(0.2)
+                        self.outbox.append((tx.position, pack(tx.to_wire())))
+                        if self.armed:
+                            self.armed = False
                             try:
-                                push.send_multipart(parts)
-                                break
+                                push.send(b"", zmq.NOBLOCK)
                             except zmq.Again:
-                                continue  # the pipe is full (window closed); check stop, retry
+                                pass  # a ring is already waiting
                         position = tx.position
                         self.metrics.captured.inc()
                         if self.stopping.is_set():
@@ -141,25 +145,37 @@ class OriginRole:
     def can_send(self) -> bool:
         return self.thread is not None and len(self.inflight) < WINDOW
 
+    def _silence_doorbell(self) -> None:
+        while True:
+            try:
+                self.pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+
     def ship(self, link: HubLink) -> int:
         """Send what the reader has produced, as BATCH messages within the window."""
+        self._silence_doorbell()
         shipped = 0
         while self.can_send():
-            bodies: list[bytes] = []
-            last: bytes | None = None
-            while len(bodies) < self.config.batch_transactions:
-                try:
-                    last, body = self.pull.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
+            if not self.outbox:
+                # Arm first, then look again: a transaction appended in between is either
+                # seen now or rings the doorbell.
+                self.armed = True
+                if not self.outbox:
                     break
+            bodies: list[bytes] = []
+            last: Position | None = None
+            while self.outbox and len(bodies) < self.config.batch_transactions:
+                last, body = self.outbox.popleft()
                 bodies.append(body)
-            if not bodies or last is None:
-                break
+            assert last is not None
             seq = self.next_seq
             self.next_seq += 1
             link.send(frames.BATCH, {"origin": self.name, "seq": seq}, bodies)
-            self.inflight.append((seq, Position.from_wire(unpack(last)), len(bodies)))
+            self.inflight.append((seq, last, len(bodies)))
             shipped += len(bodies)
+        if len(self.outbox) < _OUTBOX_MAX:
+            self.room.set()
         return shipped
 
     def acknowledged(self, seq: int, upto: Position) -> None:

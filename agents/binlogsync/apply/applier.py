@@ -117,6 +117,14 @@ class _Pipeline:
         self.statement = statement
         self.running = self.applier._worker().submit(self.applier._execute, self.cursor, bound)
 
+    def run_here(self, statement: Statement) -> None:
+        """Run `statement` on the calling thread, after the running one."""
+        self.wait()
+        try:
+            self.applier._execute(self.cursor, statement)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise _StatementFailed(exc, statement) from exc
+
     def wait(self) -> None:
         """Wait for the running statement; its driver error is raised as _StatementFailed."""
         running, statement = self.running, self.statement
@@ -299,8 +307,13 @@ class Applier:
                     statement = None
                 last_key, last, count = position.key, position, count + 1
             position = None
-            for statement in builder.flush():
+            final = builder.flush()
+            for statement in final[:-1]:
                 pipeline.submit(statement)
+            if final:
+                # The last one runs on this thread: nothing is left to overlap with, and a
+                # hand-over to the worker thread would only add latency.
+                pipeline.run_here(final[-1])
             statement = None
             pipeline.wait()
 

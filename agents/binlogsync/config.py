@@ -28,7 +28,8 @@ class _Section:
     def __init__(self, name: str, data: Any, base: Path) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"[{name}] must be a table", f"write it as [{name}] with keys below")
-        self.name, self.data, self.base, self.read = name, data, base, set()
+        self.name, self.data, self.base = name, data, base
+        self.read: set[str] = set()
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
         self.read.add(key)

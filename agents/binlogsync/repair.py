@@ -40,7 +40,7 @@ def send_repair(
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not sock.poll(left * 1000):
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
                 raise UnreachableError(
                     f"repair {repair_id} for {target} was not confirmed within {timeout:.0f} s "
                     f"(hub {endpoint})",

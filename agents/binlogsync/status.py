@@ -14,7 +14,7 @@ from .transport.admin import admin_socket
 def fetch(path: str, timeout: float = 5.0) -> dict[str, Any]:
     with admin_socket(path) as (sock, endpoint):
         sock.send_multipart(frames.encode(frames.STATUS, {}))
-        if not sock.poll(timeout * 1000):
+        if not sock.poll(int(timeout * 1000)):
             raise UnreachableError(
                 f"the hub at {endpoint} did not answer within {timeout:.0f} s",
                 "is `binlogsync server` running, and do the CURVE keys match?",

@@ -126,7 +126,7 @@ class ClientAgent:
             poller.register(self.wake_pull, zmq.POLLIN)
             if self.origin is not None and self.welcomed and self.origin.can_send():
                 poller.register(self.origin.pull, zmq.POLLIN)
-            ready = dict(poller.poll(tick * 1000))
+            ready = dict(poller.poll(int(tick * 1000)))
             if self.link.socket in ready:
                 for message in self.link.receive():
                     if not self._handle(message, roles):

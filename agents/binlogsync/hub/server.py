@@ -140,7 +140,7 @@ class Hub:
         next_housekeeping = 0.0
         next_compaction = time.monotonic() + self.config.compact_interval
         while not self.stop_event.is_set():
-            if poller.poll(tick * 1000):
+            if poller.poll(int(tick * 1000)):
                 self._drain(sock)
             now = time.monotonic()
             if now >= next_housekeeping:
@@ -164,7 +164,7 @@ class Hub:
             identity = parts[0].bytes
             try:
                 message = frames.decode([p.bytes for p in parts[1:]], self.config.max_message_bytes)
-                user_id = parts[1].get("User-Id") if self.config.security.enabled else None
+                user_id = str(parts[1].get("User-Id")) if self.config.security.enabled else None
                 name = self._authenticate(identity, message, user_id)
             except ProtocolError as exc:
                 self._reject(sock, identity, str(exc))

@@ -59,7 +59,7 @@ class HubLink:
     def receive(self) -> list[Message]:
         """Everything waiting on the socket; malformed messages are logged and dropped."""
         assert self.socket is not None
-        messages = []
+        messages: list[Message] = []
         while True:
             try:
                 parts = self.socket.recv_multipart(zmq.NOBLOCK)

@@ -67,7 +67,7 @@ def test_repair_while_writes_continue(
                 Change("delete", dbname, "t", ("id", "v", "note"), ((1000, 0, "extra"),), ()),
             ]
             config = str(s.agents["hub"].config)
-            assert send_repair(config, "origin", "target", snapshot, changes) == snapshot
+            assert send_repair(config, "origin", "target", snapshot, changes) <= snapshot
         finally:
             stop.set()
             thread.join()
@@ -89,6 +89,42 @@ def test_repair_when_nothing_was_written_after_the_snapshot(
         snapshot, rows = _snapshot_rows(origin, dbname, [3])
         change = Change("insert", dbname, "t", ("id", "v", "note"), (), tuple(rows))
         send_repair(str(s.agents["hub"].config), "origin", "target", snapshot, [change])
+        wait_equal(s, dbname, ["t"])
+
+
+def test_repair_of_a_target_behind_the_snapshot_skips_nothing(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(50)])
+        wait_equal(s, dbname, ["t"])
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE t SET note = 'damaged' WHERE id = 1")
+        s.stop("target")  # the target falls behind the snapshot
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.executemany("UPDATE t SET v = v + 100 WHERE id = %s", [(i,) for i in range(2, 50)])
+        snapshot, rows = _snapshot_rows(origin, dbname, [1])
+        change = Change("insert", dbname, "t", ("id", "v", "note"), (), tuple(rows))
+        result: dict[str, object] = {}
+
+        def repair() -> None:
+            try:
+                result["upto"] = send_repair(
+                    str(s.agents["hub"].config), "origin", "target", snapshot, [change]
+                )
+            except Exception as exc:  # reported below
+                result["error"] = exc
+
+        thread = threading.Thread(target=repair)
+        thread.start()  # queued on the hub; applied first when the target returns
+        s.start("target")
+        thread.join(90)
+        assert "error" not in result, result
+        assert result["upto"] < snapshot  # the checkpoint went back to where the target was
         wait_equal(s, dbname, ["t"])
 
 

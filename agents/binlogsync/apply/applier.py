@@ -227,12 +227,15 @@ class Applier:
             raise
 
     def repair(self, transaction: Transaction, snapshot: Position) -> Position:
-        """Apply a repair (current source row images read at `snapshot`) and set the checkpoint
-        back to `snapshot`, in one target transaction.
+        """Apply a repair (source row images read at `snapshot`) and set the checkpoint to
+        min(checkpoint, `snapshot`), in one target transaction; returns the new checkpoint.
 
         Going back is what orders the repair with live changes: the hub then re-sends the
-        origin's transactions after `snapshot`, and since every change writes whole row images
-        by key, replaying them over the repaired rows ends in the origin's current state.
+        origin's transactions after the new checkpoint. Every change writes whole row images
+        by key, so the last change to a row decides its final state: replaying changes over
+        the repaired rows (even ones older than the snapshot, when the target was behind it)
+        ends in the origin's current state, and no change the target had not applied is
+        skipped.
         """
         try:
             result = self._run([transaction], None, across=True, commit=True, rewind=snapshot)
@@ -321,7 +324,14 @@ class Applier:
             if upto is not None and (new is None or upto.key > new.key):
                 new = upto
             if rewind is not None:
-                new = rewind
+                # Replay must start at or before both the snapshot and what is applied now:
+                # changes the target has not applied yet must not be skipped (see `repair`).
+                if base is None:
+                    raise ApplyError(
+                        f"target has applied nothing of {self.origin} yet; a repair needs a "
+                        "checkpoint", "wait until the target has caught up, then repair",
+                    )
+                new = rewind if rewind.key < base.key else base
             if not commit:
                 conn.rollback()
                 return new

@@ -2,10 +2,10 @@
 different, applied on one target by the normal apply path.
 
 The images must have been read in a consistent snapshot of the source at binlog position
-`snapshot`. The target applies them and sets its checkpoint back to `snapshot` in one
-transaction; the hub then re-sends the origin's transactions after `snapshot`. Every change
+`snapshot`. The target applies them and sets its checkpoint to min(checkpoint, `snapshot`) in
+one transaction; the hub then re-sends the origin's transactions after that. Every change
 writes whole row images by key, so replaying them over the repaired rows ends in the source's
-current state: the repair is ordered with live changes and nothing is applied twice in effect.
+current state: the repair is ordered with live changes, and no change is lost.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def send_repair(
     changes: Sequence[Change],
     timeout: float = 60.0,
 ) -> Position:
-    """Returns the target's checkpoint after the repair (= `snapshot`); raises ApplyError when
+    """Returns the target's checkpoint after the repair (<= `snapshot`); raises ApplyError when
     the hub or the target refused it, UnreachableError when nobody answered in time."""
     repair_id = uuid.uuid4().hex[:12]
     tx = Transaction(snapshot, time.time(), tuple(changes))

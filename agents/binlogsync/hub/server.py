@@ -137,7 +137,7 @@ class Hub:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         tick = min(self.config.heartbeat_interval / 4, 0.25)
-        next_housekeeping = 0.0
+        next_housekeeping = next_gauges = 0.0
         next_compaction = time.monotonic() + self.config.compact_interval
         while not self.stop_event.is_set():
             if poller.poll(int(tick * 1000)):
@@ -147,6 +147,8 @@ class Hub:
                 next_housekeeping = now + tick
                 self._check_liveness(sock)
                 self._flush_cursors()
+            if now >= next_gauges:
+                next_gauges = now + 1.0
                 self._update_gauges()
             if now >= next_compaction:
                 next_compaction = now + self.config.compact_interval

@@ -85,8 +85,12 @@ def test_offline_target_catches_up_after_store_and_forward(
         )
         offline = {h["name"]: h["online"] for h in _status(s)["hosts"]}
         assert offline["target2"] is False and offline["target"] is True
+        stored = _status(s)["origins"][0]["stored"]
+        assert stored > 0  # kept for target2 while it is away
         s.start("target2")
         wait_equal(s, dbname, ["trx"])
+        # Once every target has applied them, the hub's log is compacted away.
+        wait_until(lambda: _status(s)["origins"][0]["stored"] == 0, 30, 0.1, "compaction")
 
 
 def test_kill_9_of_every_agent_during_steady_writes_loses_nothing(

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from binlogsync.errors import ApplyError
+from binlogsync.localsite import LocalSite
 from binlogsync.model import Change
 from binlogsync.position import Position
 from binlogsync.repair import send_repair
@@ -33,16 +36,25 @@ def _snapshot_rows(origin: Server, db: str, ids: list[int]) -> tuple[Position, l
     return position, rows
 
 
+@contextmanager
+def _running(
+    tmp_path: Path, origin: Server, target: Server, db: str, rows: int
+) -> Iterator[LocalSite]:
+    """A site whose origin and target hold the same `rows` rows of table t."""
+    create([origin, target], db, T)
+    with site(tmp_path, origin, [target], db) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(db) as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(rows)])
+        wait_equal(s, db, ["t"])
+        yield s
+
+
 def test_repair_while_writes_continue(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
-    create([origin, target], dbname, T)
-    with site(tmp_path, origin, [target], dbname) as s:
-        s.start()
-        s.wait_online()
-        with origin.connect(dbname) as conn, conn.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(200)])
-        wait_equal(s, dbname, ["t"])
+    with _running(tmp_path, origin, target, dbname, 200) as s:
         # Damage the target behind binlogsync's back: a lost row, a changed row, an extra row.
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("DELETE FROM t WHERE id = 5")
@@ -77,13 +89,7 @@ def test_repair_while_writes_continue(
 def test_repair_when_nothing_was_written_after_the_snapshot(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
-    create([origin, target], dbname, T)
-    with site(tmp_path, origin, [target], dbname) as s:
-        s.start()
-        s.wait_online()
-        with origin.connect(dbname) as conn, conn.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(20)])
-        wait_equal(s, dbname, ["t"])
+    with _running(tmp_path, origin, target, dbname, 20) as s:
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("UPDATE t SET note = NULL WHERE id = 3")
         snapshot, rows = _snapshot_rows(origin, dbname, [3])
@@ -95,13 +101,7 @@ def test_repair_when_nothing_was_written_after_the_snapshot(
 def test_repair_of_a_target_behind_the_snapshot_skips_nothing(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
-    create([origin, target], dbname, T)
-    with site(tmp_path, origin, [target], dbname) as s:
-        s.start()
-        s.wait_online()
-        with origin.connect(dbname) as conn, conn.cursor() as cur:
-            cur.executemany("INSERT INTO t VALUES (%s, %s, 'orig')", [(i, i) for i in range(50)])
-        wait_equal(s, dbname, ["t"])
+    with _running(tmp_path, origin, target, dbname, 50) as s:
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("UPDATE t SET note = 'damaged' WHERE id = 1")
         s.stop("target")  # the target falls behind the snapshot

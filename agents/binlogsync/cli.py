@@ -111,6 +111,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return paper_main(args)
 
 
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    from .reconcile.options import run_from_args
+
+    return run_from_args(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import main as demo_main
 
@@ -163,6 +169,16 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--rows", default="100,200,400,600,1000")
     s.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
     s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser(
+        "reconcile",
+        help="find every differing row between a source and targets (Spark); "
+        "exit 0 equal, 1 different, 2 error",
+    )
+    from .reconcile.options import add_arguments as reconcile_arguments  # argparse only
+
+    reconcile_arguments(s)
+    s.set_defaults(func=cmd_reconcile)
 
     s = sub.add_parser("demo", help="the live demo on throwaway servers")
     s.add_argument("--dir", default=None)

@@ -1,0 +1,192 @@
+"""The SQL that each database runs: chunk checksums, per-row hashes, per-column hashes.
+
+Canonical encoding of a row (the same on both sides: its form is chosen per column from the
+source's definition, and a column that may be NULL on either side gets a NULL flag on both):
+
+    CONCAT_WS(',', enc(c1), enc(c2), …, CONCAT(c_i IS NULL, c_j IS NULL, …))
+
+    number   (integers, DECIMAL, DOUBLE, YEAR)   the server's text: DECIMAL keeps every digit of
+             its scale (1.50 in DECIMAL(10,2)); DOUBLE is printed shortest-round-trip, so exact
+    float    FLOAT                               `c + 0e0`: the float32 widened to a double and
+             printed exactly (MariaDB prints a FLOAT itself with 6 digits, which would hide a
+             change in the 7th)
+    temporal DATE, DATETIME(n), TIMESTAMP(n), TIME(n)   the server's text with all n fraction
+             digits; TIMESTAMP in the session time zone, which is always +00:00 here
+    bit      BIT(n)                              `c + 0`, the number
+    bytes    everything else (CHAR, VARCHAR, TEXT, BLOB, BINARY, ENUM, SET, JSON, geometry)
+             `LENGTH(c), c`: the byte length, then the bytes as stored, so a ',' inside a value
+             cannot shift the fields and 'ab','c' differs from 'a','bc'
+
+CONCAT_WS skips NULL arguments; the trailing flags say which columns were NULL, so NULL and ''
+differ and a NULL cannot shift the fields either. Number and temporal text never contains ','.
+The encoding is therefore injective: two rows encode alike only if every column is alike.
+
+Per-row hash: the first 64 bits of SHA-1 of the encoding, as an unsigned integer:
+`CAST(CONV(SUBSTRING(SHA1(enc), 1, 16), 16, 10) AS UNSIGNED)`. (SHA-1 because MariaDB computes
+it ~4x faster than MD5 here; it is not used for security.) A chunk's checksum is
+`COUNT(*), SUM(hash)`: SUM of BIGINT UNSIGNED is an exact DECIMAL, so nothing wraps or rounds.
+Unlike pt-table-checksum's `BIT_XOR(CRC32(…))`, a sum of a non-linear hash does not cancel when
+two rows swap values (CRC32 is linear over XOR, so XOR-folding cannot see such swaps), and two
+equal rows do not cancel each other.
+
+JSON: with `json="text"` (the default) a JSON column is compared as the text the server returns,
+so '{"a":1,"b":2}' and '{"b":2,"a":1}' differ — on MariaDB, where JSON is text, that is what an
+application reads back. With `json="value"` MariaDB's JSON_NORMALIZE is applied first, so key
+order, white space and number spelling (1 vs 1.0) are not differences. (MySQL stores JSON
+binary and already returns a normalised text.)
+
+Identifiers are backtick-quoted; every value (range bounds, keys) is a `%s` parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..apply.statements import ident, qualified
+from .schema import TablePair
+
+JSON_MODES = ("text", "value")
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    """How one table pair's rows are encoded and hashed (the same SQL on both sides)."""
+
+    columns: tuple[str, ...]
+    kinds: tuple[str, ...]
+    nullable: tuple[str, ...]  # columns with a NULL flag, in column order
+    json: tuple[str, ...] = ()  # JSON columns normalised (json="value")
+
+    @classmethod
+    def of(cls, pairs: Sequence[TablePair], json: str = "text") -> Encoding:
+        """The encoding of one source table against all its targets (a column gets a NULL flag
+        when it may be NULL on any side, so one source checksum serves every target)."""
+        if json not in JSON_MODES:
+            raise ValueError(f"json mode must be one of {JSON_MODES}, not {json!r}")
+        pair = pairs[0]
+        kinds = tuple(pair.source.column(c).kind for c in pair.columns)
+        nullable = tuple(c for c in pair.columns if any(c in p.nullable for p in pairs))
+        normalised = (
+            tuple(c for c in pair.columns if pair.source.column(c).json) if json == "value" else ()
+        )
+        return cls(pair.columns, kinds, nullable, normalised)
+
+    def _value(self, name: str) -> str:
+        col = ident(name)
+        return f"JSON_NORMALIZE({col})" if name in self.json else col
+
+    def _fields(self, name: str, kind: str) -> list[str]:
+        value = self._value(name)
+        if kind in ("number", "temporal"):
+            return [value]
+        if kind == "float":
+            return [f"({value} + 0e0)"]
+        if kind == "bit":
+            return [f"({value} + 0)"]
+        return [f"LENGTH({value})", value]
+
+    def row(self) -> str:
+        """The canonical encoding of a row, as one SQL expression."""
+        parts: list[str] = []
+        for name, kind in zip(self.columns, self.kinds, strict=True):
+            parts.extend(self._fields(name, kind))
+        if self.nullable:
+            parts.append("CONCAT(" + ", ".join(f"{ident(c)} IS NULL" for c in self.nullable) + ")")
+        return "CONCAT_WS(',', " + ", ".join(parts) + ")"
+
+    def row_hash(self) -> str:
+        return hash64(self.row())
+
+    def column_hashes(self) -> list[str]:
+        """One expression per column: SHA-1 hex of 'V' + value, NULL for NULL."""
+        out = []
+        for name, kind in zip(self.columns, self.kinds, strict=True):
+            value = self._fields(name, kind)[-1]
+            out.append(f"SHA1(CONCAT('V', {value}))")
+        return out
+
+
+def hash64(expression: str) -> str:
+    return f"CAST(CONV(SUBSTRING(SHA1({expression}), 1, 16), 16, 10) AS UNSIGNED)"
+
+
+Bound = tuple[Any, ...]  # a key prefix: values of the first len(bound) key columns
+
+
+def range_where(key: Sequence[str], lower: Bound | None, upper: Bound | None) -> tuple[str, list[Any]]:
+    """WHERE text and parameters for `lower <= key < upper` in key order.
+
+    Bounds may be prefixes of the key (`(5,)` of a key (a, b) means a >= 5). The comparison is
+    written as pt-table-checksum writes it, `a > 5 OR (a = 5 AND b >= 7)`, which MariaDB's range
+    optimizer turns into index ranges (row constructors like `(a, b) >= (5, 7)` it does not).
+    """
+    clauses: list[str] = []
+    params: list[Any] = []
+    if lower is not None:
+        sql, p = _compare(key, lower, ">")
+        clauses.append(sql)
+        params.extend(p)
+    if upper is not None:
+        sql, p = _compare(key, upper, "<")
+        clauses.append(sql)
+        params.extend(p)
+    return (" AND ".join(clauses) if clauses else "TRUE"), params
+
+
+def _compare(key: Sequence[str], bound: Bound, op: str) -> tuple[str, list[Any]]:
+    """key >= bound (op '>') or key < bound (op '<'), for a bound that is a key prefix."""
+    terms, params = [], []
+    n = len(bound)
+    for i in range(n):
+        eqs = [f"{ident(key[j])} = %s" for j in range(i)]
+        last = i == n - 1
+        comparison = op + ("=" if last and op == ">" else "")
+        terms.append(" AND ".join([*eqs, f"{ident(key[i])} {comparison} %s"]))
+        params.extend(bound[: i + 1])
+    return "(" + " OR ".join(f"({t})" for t in terms) + ")", params
+
+
+def keys_where(key: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> tuple[str, list[Any]]:
+    """WHERE text and parameters matching exactly `keys` (full key tuples)."""
+    if not keys:
+        return "FALSE", []
+    if len(key) == 1:
+        marks = ", ".join(["%s"] * len(keys))
+        return f"{ident(key[0])} IN ({marks})", [k[0] for k in keys]
+    one = "(" + " AND ".join(f"{ident(c)} = %s" for c in key) + ")"
+    return "(" + " OR ".join([one] * len(keys)) + ")", [v for k in keys for v in k]
+
+
+def checksum_sql(schema: str, table: str, encoding: Encoding, where: str) -> str:
+    return (
+        f"SELECT COUNT(*), COALESCE(SUM({encoding.row_hash()}), 0) "
+        f"FROM {qualified(schema, table)} FORCE INDEX (PRIMARY) WHERE {where}"
+    )
+
+
+def row_hashes_sql(
+    schema: str, table: str, key: Sequence[str], encoding: Encoding, where: str
+) -> str:
+    keys = ", ".join(ident(c) for c in key)
+    return (
+        f"SELECT {keys}, {encoding.row_hash()} "
+        f"FROM {qualified(schema, table)} FORCE INDEX (PRIMARY) WHERE {where}"
+    )
+
+
+def column_hashes_sql(
+    schema: str, table: str, key: Sequence[str], encoding: Encoding, where: str
+) -> str:
+    keys = ", ".join(ident(c) for c in key)
+    return (
+        f"SELECT {keys}, {', '.join(encoding.column_hashes())} "
+        f"FROM {qualified(schema, table)} WHERE {where}"
+    )
+
+
+def rows_sql(schema: str, table: str, columns: Sequence[str], where: str) -> str:
+    """Whole row images (for repair and for showing differing values)."""
+    cols = ", ".join(ident(c) for c in columns)
+    return f"SELECT {cols} FROM {qualified(schema, table)} WHERE {where}"

@@ -1,0 +1,457 @@
+"""The reconciliation job: plan on the driver, checksum and compare in Spark, report, repair.
+
+    1. plan (driver)      describe every table on the source and each target; refuse what
+                          cannot be compared (missing table, no primary key, differing columns)
+                          with one clear line each; choose each target's pin; cut every table
+                          into primary-key chunks
+    2. checksums (Spark)  one task per group of chunks: each chunk checksummed on the source at
+                          a snapshot position and on every target once it has applied that
+                          position (tasks.py)
+    3. split (loop)       a differing chunk with more rows than `max_task_rows` on either side
+                          is cut into pieces that are checksummed again, so no task ever holds
+                          more than that many rows of one table
+    4. rows (Spark)       differing chunks: (key, hash) of every row on both sides, then the
+                          re-check rounds; the result is persisted once and read three times
+                          (counts, Parquet, repair keys), never collected whole to the driver
+    5. report, repair     report.py, repair.py
+
+Spark parallelises the chunks; the heavy lifting (hashing every row) happens inside each
+database, so a table that matches costs one pass of checksum queries and moves one row per
+chunk. The number of Spark partitions per stage is `connections`, which bounds the sessions
+each database sees to `connections` (source) and `connections` per target.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ..config import DatabaseSettings
+from ..errors import BinlogsyncError, ConfigError
+from . import chunks as chunking
+from . import pinning, schema
+from .checksums import Encoding
+from .chunks import Chunk
+from .connections import close, connect
+from .pinning import Pin
+from .report import Report, TableReport
+from .tasks import ChunkResult, Context, RowResult, TableSpec, TargetSpec, TaskError
+
+log = logging.getLogger(__name__)
+APP_NAME = "binlogsync-reconcile"
+
+
+@dataclass(frozen=True)
+class Options:
+    source: DatabaseSettings
+    targets: tuple[DatabaseSettings, ...]
+    tables: tuple[str, ...]  # source tables, "schema.table"
+    out: Path | None = None
+    repair: str | None = None  # None, "hub" or "sql"
+    via: str | None = None  # hub or client agent config, for --repair through the hub
+    origin: str | None = None  # the source's host name in the hub config
+    target_hosts: tuple[str, ...] = ()  # each target's host name in the hub config
+    renames: Mapping[str, str] = field(default_factory=dict)  # source schema -> target schema
+    pin: str = "auto"
+    json: str = "text"
+    common_columns: bool = False
+    chunk_rows: int = 100_000
+    max_task_rows: int = 50_000
+    connections: int | None = None
+    wait_timeout: float = 300.0
+    confirm: int = 2
+    max_rounds: int = 6
+    max_repair_rows: int = 100_000
+    repair_batch: int = 2_000
+    show: int = 20
+
+    def __post_init__(self) -> None:
+        if not self.targets:
+            raise ConfigError("reconcile needs at least one --target URL")
+        if not self.tables:
+            raise ConfigError("reconcile needs --tables schema.table[,schema.table…]")
+        for name in self.tables:
+            if name.count(".") != 1 or "" in name.split("."):
+                raise ConfigError(
+                    f"table {name!r} is not schema.table", "write --tables shop.orders,shop.items"
+                )
+        for key, value in (
+            ("chunk_rows", self.chunk_rows),
+            ("max_task_rows", self.max_task_rows),
+            ("confirm", self.confirm),
+            ("max_rounds", self.max_rounds),
+            ("max_repair_rows", self.max_repair_rows),
+        ):
+            if value < 1:
+                raise ConfigError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
+        if self.max_rounds < self.confirm:
+            raise ConfigError("--max-rounds must be at least --confirm")
+        if self.repair not in (None, "hub", "sql"):
+            raise ConfigError(f"--repair must be given alone or as --repair=sql, not {self.repair}")
+        if self.repair == "hub":
+            missing = [
+                name
+                for name, value in (("--via", self.via), ("--origin", self.origin))
+                if not value
+            ]
+            if missing or len(self.target_hosts) != len(self.targets):
+                raise ConfigError(
+                    "--repair sends the repair through the hub and needs "
+                    + ", ".join(missing + ["one --target-host NAME per --target"]),
+                    "--via is the hub's (or any client's) config; --origin and --target-host are "
+                    "the host names of the source and each target in the hub config",
+                )
+        if self.repair is not None and self.out is None:
+            raise ConfigError("a repair needs --out DIR (the report and the repair go there)")
+
+    def target_label(self, index: int) -> str:
+        if index < len(self.target_hosts):
+            return self.target_hosts[index]
+        return str(self.targets[index]) if len(self.targets) == 1 else f"target{index + 1} ({self.targets[index]})"
+
+
+@dataclass
+class _TableState:
+    index: int
+    name: str
+    spec: TableSpec | None = None
+    pairs: dict[int, schema.TablePair] = field(default_factory=dict)
+    errors: dict[int | None, str] = field(default_factory=dict)  # target index (None: all)
+    chunks: list[Chunk] = field(default_factory=list)
+
+
+def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
+    """A SparkSession: the running one (spark-submit), else a new one (`local[*]` unless
+    `master` or spark-submit says otherwise)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
+    given = SparkConf()
+    builder = SparkSession.builder.appName(APP_NAME)
+    if master:
+        builder = builder.master(master)
+    defaults = {"spark.ui.showConsoleProgress": "false"}
+    effective = master or given.get("spark.master", "local[*]")
+    if effective.startswith("local"):
+        # One machine: no web UI to start (saves a second), and stay on loopback.
+        defaults.update(
+            {
+                "spark.ui.enabled": "false",
+                "spark.driver.host": "127.0.0.1",
+                "spark.driver.bindAddress": "127.0.0.1",
+            }
+        )
+    explicit = dict(conf)
+    for key, value in defaults.items():
+        if key not in explicit and not given.contains(key):
+            builder = builder.config(key, value)
+    for key, value in conf:
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def run(options: Options, spark: Any, started: float | None = None) -> Report:
+    """Compare, report (and repair when asked). `started` is when the run began, before Spark
+    started, so the report can give times with and without Spark's start-up."""
+    began = time.monotonic()
+    report = Report(options, started if started is not None else began, began)
+    sc = spark.sparkContext
+    report.spark = {
+        "master": sc.master,
+        "app_id": sc.applicationId,
+        "version": sc.version,
+        "parallelism": sc.defaultParallelism,
+    }
+    try:
+        states, ctx = _plan(options, report)
+    except BinlogsyncError as exc:
+        report.fatal(str(exc))
+        return report.finish()
+    report.stage("plan", time.monotonic() - began, sum(len(s.chunks) for s in states))
+    connections = options.connections or max(1, min(sc.defaultParallelism, 8))
+    report.spark["connections"] = connections
+
+    results = _checksum_stage(sc, ctx, states, connections, report)
+    leaves = _split_loop(sc, ctx, options, states, results, connections, report)
+    rows = _rows_stage(sc, ctx, leaves, connections, report)
+    report.add_rows(rows, states)
+    if options.out is not None:
+        written = time.monotonic()
+        report.write(spark, options.out)
+        report.stage("write report", time.monotonic() - written, 0)
+    if options.repair is not None and not report.errors_present():
+        from .repair import repair
+
+        repair(options, ctx, report)
+        if options.out is not None:
+            report.write_summary(options.out)
+    return report.finish()  # report.release() drops the persisted rows
+
+
+# -- 1. plan -----------------------------------------------------------------------------------
+def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]:
+    source = connect(options.source, "source")
+    targets: dict[int, Any] = {}
+    pins: dict[int, Pin] = {}
+    try:
+        for i, db in enumerate(options.targets):
+            label = options.target_label(i)
+            try:
+                conn = connect(db, f"target {label}")
+                pins[i] = pinning.detect(conn, options.pin, options.origin, f"target {label}")
+                targets[i] = conn
+            except BinlogsyncError as exc:
+                report.target_error(i, str(exc))
+        states = [_TableState(i, name) for i, name in enumerate(options.tables)]
+        with source.cursor() as src:
+            for state in states:
+                _describe(options, state, src, targets)
+        if options.pin != "none" or any(p.mode != "none" for p in pins.values()):
+            pinning.end(source)  # fail early when the source cannot give a snapshot position
+            pinning.snapshot(source)
+            pinning.end(source)
+        for state in states:
+            if state.spec is None:
+                continue
+            cursors = [targets[t].cursor() for t in state.pairs]
+            try:
+                with source.cursor() as src:
+                    state.chunks = chunking.plan(
+                        state.index, state.pairs[min(state.pairs)], src, cursors, options.chunk_rows
+                    )
+            finally:
+                for cur in cursors:
+                    cur.close()
+    finally:
+        close(source)
+        for conn in targets.values():
+            close(conn)
+    target_specs = tuple(
+        TargetSpec(db, options.target_label(i), pins.get(i, Pin("none")))
+        for i, db in enumerate(options.targets)
+    )
+    ctx = Context(
+        options.source,
+        target_specs,
+        tuple(
+            s.spec
+            if s.spec is not None
+            else TableSpec(s.index, s.name, ("", ""), (None,) * len(options.targets), (), (), Encoding((), (), ()))
+            for s in states
+        ),
+        options.wait_timeout,
+        options.confirm,
+        options.max_rounds,
+        options.max_task_rows,
+        any(p.mode == "gtid" for p in pins.values()),
+    )
+    for state in states:
+        report.tables.extend(
+            TableReport.planned(state.name, options.target_label(t), state, t, pins.get(t))
+            for t in range(len(options.targets))
+        )
+    report.plan = states
+    return states, ctx
+
+
+def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[int, Any]) -> None:
+    schema_name, table_name = state.name.split(".")
+    try:
+        schema.check_name(schema_name, table_name)
+        source = schema.describe(src, schema_name, table_name)
+    except BinlogsyncError as exc:
+        state.errors[None] = str(exc)
+        return
+    if source is None:
+        state.errors[None] = (
+            f"there is no table {state.name} on the source {options.source}: nothing compared"
+        )
+        return
+    target_schema = options.renames.get(schema_name, schema_name)
+    defs: dict[int, schema.TableDef] = {}
+    for t, conn in targets.items():
+        label = options.target_label(t)
+        with conn.cursor() as cur:
+            try:
+                found = schema.describe(cur, target_schema, table_name)
+            except BinlogsyncError as exc:
+                state.errors[t] = str(exc)
+                continue
+        if found is None:
+            state.errors[t] = (
+                f"there is no table {target_schema}.{table_name} on target {label}: "
+                "nothing compared there"
+            )
+            continue
+        defs[t] = found
+    if options.common_columns and defs:
+        shared = {c.name for c in source.columns}
+        for d in defs.values():
+            shared &= {c.name for c in d.columns}
+        source = replace(source, columns=tuple(c for c in source.columns if c.name in shared))
+    for t, found in defs.items():
+        label = f"target {options.target_label(t)}"
+        try:
+            state.pairs[t] = (
+                schema.pair_common(source, found, label)
+                if options.common_columns
+                else schema.pair(source, found, label)
+            )
+        except BinlogsyncError as exc:
+            state.errors[t] = str(exc)
+    if not state.pairs:
+        return
+    pairs = [state.pairs[t] for t in sorted(state.pairs)]
+    state.spec = TableSpec(
+        state.index,
+        state.name,
+        (source.schema, source.table),
+        tuple(
+            (state.pairs[t].target.schema, state.pairs[t].target.table) if t in state.pairs else None
+            for t in range(len(options.targets))
+        ),
+        pairs[0].key,
+        pairs[0].columns,
+        Encoding.of(pairs, options.json),
+        chunking.first_key_is_integer(pairs[0]),
+    )
+
+
+# -- 2./3. checksums and splits ------------------------------------------------------------------
+def _partitions(items: list[Any], n: int) -> list[list[Any]]:
+    """Deal `items` (largest first) round-robin into at most `n` groups."""
+    ordered = sorted(items, key=lambda item: -item[0].estimate)
+    groups = [ordered[i::n] for i in range(min(n, len(ordered)))]
+    return [g for g in groups if g]
+
+
+def _run_stage(sc: Any, function: Any, ctx: Context, items: list[Any], n: int) -> list[Any]:
+    groups = _partitions(items, n)
+    if not groups:
+        return []
+    rdd = sc.parallelize(groups, len(groups))
+    return list(rdd.mapPartitions(lambda part: function(ctx, [x for g in part for x in g])).collect())
+
+
+def _checksum_stage(
+    sc: Any, ctx: Context, states: list[_TableState], n: int, report: Report
+) -> list[ChunkResult]:
+    from .tasks import checksum_partition
+
+    items = [(c, tuple(sorted(s.pairs))) for s in states if s.spec is not None for c in s.chunks]
+    started = time.monotonic()
+    out = _run_stage(sc, checksum_partition, ctx, items, n)
+    report.stage("checksums", time.monotonic() - started, len(items))
+    results = [r for r in out if isinstance(r, ChunkResult)]
+    for r in out:
+        if isinstance(r, TaskError):
+            report.task_error(r)
+    report.add_checksums(results, level=1)
+    return results
+
+
+def _differing(results: list[ChunkResult]) -> list[tuple[Chunk, int, int, int]]:
+    """(chunk, target, source rows, target rows) for every chunk and target that differ."""
+    out = []
+    for r in results:
+        for t, side in r.targets:
+            if (side.count, side.total) != (r.source.count, Decimal(r.source.total)):
+                out.append((r.chunk, t, r.source.count, side.count))
+    return out
+
+
+def _split_loop(
+    sc: Any,
+    ctx: Context,
+    options: Options,
+    states: list[_TableState],
+    results: list[ChunkResult],
+    n: int,
+    report: Report,
+) -> list[tuple[Chunk, int]]:
+    """Differing chunks small enough for the row level; bigger ones are split and checked."""
+    from .tasks import checksum_partition
+
+    leaves: list[tuple[Chunk, int]] = []
+    differing = _differing(results)
+    depth = 0
+    while differing:
+        big = [d for d in differing if max(d[2], d[3]) > options.max_task_rows]
+        leaves.extend((c, t) for c, t, _s, _g in differing if max(_s, _g) <= options.max_task_rows)
+        if not big:
+            break
+        depth += 1
+        items = []
+        for chunk, t, src_rows, tgt_rows in big:
+            pieces = _split(options, ctx, chunk, t, src_rows, tgt_rows)
+            items.extend((p, (t,)) for p in pieces)
+        started = time.monotonic()
+        out = _run_stage(sc, checksum_partition, ctx, items, n)
+        report.stage(f"split {depth}", time.monotonic() - started, len(items))
+        sub = [r for r in out if isinstance(r, ChunkResult)]
+        for r in out:
+            if isinstance(r, TaskError):
+                report.task_error(r)
+        report.add_checksums(sub, level=depth + 1)
+        differing = _differing(sub)
+    return leaves
+
+
+def _split(
+    options: Options, ctx: Context, chunk: Chunk, t: int, src_rows: int, tgt_rows: int
+) -> list[Chunk]:
+    table = ctx.tables[chunk.table]
+    use_target = tgt_rows > src_rows
+    db = options.targets[t] if use_target else options.source
+    side = table.targets[t] if use_target else table.source
+    assert side is not None
+    conn = connect(db, "target" if use_target else "source")
+    try:
+        with conn.cursor() as cur:
+            return chunking.split(
+                chunk,
+                table.key,
+                table.integer_key,
+                max(src_rows, tgt_rows),
+                options.max_task_rows,
+                cur,
+                side,
+            )
+    finally:
+        close(conn)
+
+
+# -- 4. rows -----------------------------------------------------------------------------------
+def _rows_stage(
+    sc: Any, ctx: Context, leaves: list[tuple[Chunk, int]], n: int, report: Report
+) -> Any:
+    from pyspark import StorageLevel
+
+    from .tasks import rows_partition
+
+    if not leaves:
+        return None
+    groups = _partitions(leaves, n)
+    started = time.monotonic()
+    rdd = sc.parallelize(groups, len(groups)).mapPartitions(
+        lambda part: rows_partition(ctx, [x for g in part for x in g])
+    )
+    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+    show = report.options.show
+    summaries = rdd.map(lambda r: r if isinstance(r, TaskError) else r.summary(show)).collect()
+    report.stage("rows", time.monotonic() - started, len(leaves))
+    for r in summaries:
+        if isinstance(r, TaskError):
+            report.task_error(r)
+        else:
+            assert isinstance(r, RowResult)
+    report.row_summaries = [r for r in summaries if isinstance(r, RowResult)]
+    return rdd

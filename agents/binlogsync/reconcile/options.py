@@ -1,0 +1,145 @@
+"""The command line of `binlogsync reconcile` and of `spark_jobs/reconcile_job.py` (the same
+options for both), and the run of one reconciliation from it. Importing this module is cheap:
+PySpark is imported only when a run starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..errors import BinlogsyncError, ConfigError
+from .checksums import JSON_MODES
+from .pinning import PIN_MODES
+from .urls import parse_url
+
+SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
+TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--source", required=True, metavar="URL", help="mysql://user[:password]@host:port")
+    p.add_argument(
+        "--target", required=True, action="append", metavar="URL", help="repeat for several targets"
+    )
+    p.add_argument("--tables", required=True, help="schema.table[,schema.table…] on the source")
+    p.add_argument("--out", metavar="DIR", help="write summary.json and rows.parquet here")
+    p.add_argument(
+        "--repair",
+        nargs="?",
+        const="hub",
+        choices=["hub", "sql"],
+        help="--repair: send source row images through the hub; --repair=sql: write a SQL file",
+    )
+    p.add_argument("--via", metavar="CONFIG", help="hub or client agent config (for --repair)")
+    p.add_argument("--origin", metavar="NAME", help="the source's host name in the hub config")
+    p.add_argument(
+        "--target-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="each target's host name in the hub config, in --target order (for --repair)",
+    )
+    p.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="SRC=DST",
+        help="the target's schema is named DST where the source's is SRC (as in a hub route)",
+    )
+    p.add_argument("--pin", default="auto", choices=PIN_MODES, help="how targets are pinned")
+    p.add_argument("--json", default="text", choices=JSON_MODES, help="JSON compared as text or value")
+    p.add_argument("--common-columns", action="store_true", help="compare only shared columns")
+    p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per checksum chunk")
+    p.add_argument(
+        "--max-task-rows",
+        type=int,
+        default=50_000,
+        help="most rows one task holds; bigger differing chunks are split first",
+    )
+    p.add_argument("--connections", type=int, help="sessions per database (default: Spark cores, ≤ 8)")
+    p.add_argument("--wait-timeout", type=float, default=300.0, help="seconds a target may lag")
+    p.add_argument("--confirm", type=int, default=2, help="re-check rounds that must agree")
+    p.add_argument("--max-rounds", type=int, default=6, help="re-check rounds at most")
+    p.add_argument("--max-repair-rows", type=int, default=100_000)
+    p.add_argument("--show", type=int, default=20, help="differing keys listed per table")
+    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration"
+    )
+
+
+def _pairs(values: Sequence[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key or not val:
+            raise ConfigError(f"{flag} {value!r} is not KEY=VALUE")
+        out.append((key, val))
+    return out
+
+
+def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
+    from .job import Options
+
+    return Options(
+        source=parse_url(args.source, env, SOURCE_PASSWORD_ENV),
+        targets=tuple(parse_url(u, env, TARGET_PASSWORD_ENV) for u in args.target),
+        tables=tuple(t.strip() for t in args.tables.split(",") if t.strip()),
+        out=Path(args.out) if args.out else None,
+        repair=args.repair,
+        via=args.via,
+        origin=args.origin,
+        target_hosts=tuple(args.target_host),
+        renames=dict(_pairs(args.rename, "--rename")),
+        pin=args.pin,
+        json=args.json,
+        common_columns=args.common_columns,
+        chunk_rows=args.chunk_rows,
+        max_task_rows=args.max_task_rows,
+        connections=args.connections,
+        wait_timeout=args.wait_timeout,
+        confirm=args.confirm,
+        max_rounds=args.max_rounds,
+        max_repair_rows=args.max_repair_rows,
+        show=args.show,
+    )
+
+
+def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
+    """Run one reconciliation; print the readable summary; return the exit code."""
+    from .job import run, spark_session
+
+    env = os.environ if env is None else env
+    started = time.monotonic()
+    options = options_from(args, env)
+    conf = _pairs(args.conf, "--conf")
+    # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise, which
+    # may lack binlogsync; in local mode this interpreter is the right one.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = spark_session(args.master, conf)
+    try:
+        report = run(options, spark, started)  # type: ignore[arg-type]
+        report.release()
+    finally:
+        spark.stop()
+    print(report.render(), flush=True)
+    return report.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of spark_jobs/reconcile_job.py."""
+    parser = argparse.ArgumentParser(
+        prog="reconcile_job.py", description="binlogsync reconciliation (PySpark job)"
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return run_from_args(args)
+    except BinlogsyncError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

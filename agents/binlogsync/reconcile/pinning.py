@@ -1,0 +1,242 @@
+"""Consistency while writes continue: source reads pinned to a binlog position, target reads
+only after the target has applied that position.
+
+    source   START TRANSACTION WITH CONSISTENT SNAPSHOT, then the status variables
+             binlog_snapshot_file / binlog_snapshot_position (MariaDB): the snapshot holds
+             exactly the transactions committed before that binlog position
+    target   wait until it has applied the origin's transactions up to that position, then
+             read in a snapshot of its own
+
+How a target says what it has applied (`Pin.mode`):
+
+    checkpoint  a binlogsync target: its `binlogsync.checkpoint` row for the origin
+                (pos_key >= the position's key). A checkpoint below the position also counts
+                when the source's binlog holds no transaction between the two (only rotation
+                and bookkeeping events, as after a binlog rotation): nothing is left to apply.
+    gtid        a native MariaDB replica: MASTER_GTID_WAIT(BINLOG_GTID_POS(file, position))
+    none        no replication position (a static copy): read at once; only right when
+                nothing writes, and the report says so
+
+The target then holds at least the source's snapshot, possibly more (it keeps applying);
+rows changed in between are what the re-check rounds in tasks.py sort out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pymysql
+
+from ..apply.checkpoint import SCHEMA
+from ..errors import BinlogsyncError
+from ..position import Position
+
+PIN_MODES = ("auto", "checkpoint", "gtid", "none")
+# Binlog events that are no transaction: a target need not apply anything for them.
+QUIET_EVENTS = frozenset(
+    {"Format_desc", "Gtid_list", "Binlog_checkpoint", "Rotate", "Stop", "Start_encryption"}
+)
+
+
+class PinError(BinlogsyncError):
+    """A comparison cannot be pinned: no snapshot position, or the target does not catch up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pin:
+    mode: str  # checkpoint | gtid | none
+    origin: str | None = None
+
+    def describe(self) -> str:
+        if self.mode == "checkpoint":
+            return f"checkpoint of origin {self.origin}"
+        if self.mode == "gtid":
+            return "native replica (GTID wait)"
+        return "none (static comparison: nothing must write meanwhile)"
+
+
+def snapshot(conn: Any, with_gtid: bool = False) -> Position:
+    """Open a consistent snapshot on the source; the binlog position it is pinned to."""
+    with conn.cursor() as cur:
+        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+        status = {str(k).lower(): v for k, v in cur.fetchall()}
+        file = status.get("binlog_snapshot_file")
+        offset = status.get("binlog_snapshot_position")
+        if not file or offset in (None, ""):
+            cur.execute("ROLLBACK")
+            raise PinError(
+                "the source has no binlog snapshot position (binlog_snapshot_file is empty: "
+                "log_bin is off, or the server is not MariaDB)",
+                "enable the binary log on the source, or compare a quiet source with --pin none",
+            )
+        gtid = None
+        if with_gtid:
+            cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, int(offset)))
+            gtid = cur.fetchone()[0]
+    return Position(str(file), int(offset), gtid)
+
+
+def end(conn: Any) -> None:
+    with conn.cursor() as cur:
+        cur.execute("COMMIT")
+
+
+def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
+    """The pin for one target: `requested` unless it is auto, then what the target offers."""
+    if requested not in PIN_MODES:
+        raise PinError(f"--pin must be one of {', '.join(PIN_MODES)}, not {requested!r}")
+    if requested == "none":
+        return Pin("none")
+    if requested in ("auto", "checkpoint"):
+        origins = _checkpoint_origins(conn)
+        if origins is not None and (origins or requested == "checkpoint"):
+            if origin is None:
+                if len(origins) != 1:
+                    raise PinError(
+                        f"{label} applies changes of {len(origins)} origins "
+                        f"({', '.join(origins) or 'none yet'}); which one is the source?",
+                        "name it with --origin NAME (the origin's host name in the hub config)",
+                    )
+                origin = origins[0]
+            if origin not in origins:
+                raise PinError(
+                    f"{label} has no checkpoint for origin {origin!r} "
+                    f"(it has: {', '.join(origins) or 'none'})",
+                    "check --origin, and that the target's agent has applied something of it",
+                )
+            return Pin("checkpoint", origin)
+        if requested == "checkpoint":
+            raise PinError(
+                f"{label} has no binlogsync.checkpoint table: it is not a binlogsync target",
+                "use --pin gtid for a native replica or --pin none for a static copy",
+            )
+    with conn.cursor() as cur:
+        cur.execute("SHOW ALL SLAVES STATUS" if _is_mariadb(cur) else "SHOW SLAVE STATUS")
+        replica = cur.fetchone() is not None
+    if replica:
+        return Pin("gtid")
+    if requested == "gtid":
+        raise PinError(f"{label} is not a native replica", "use --pin none for a static copy")
+    return Pin("none")
+
+
+def _is_mariadb(cur: Any) -> bool:
+    cur.execute("SELECT VERSION()")
+    return "mariadb" in str(cur.fetchone()[0]).lower()
+
+
+def _checkpoint_origins(conn: Any) -> list[str] | None:
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT origin FROM `{SCHEMA}`.`checkpoint` ORDER BY origin")
+            return [r[0] for r in cur.fetchall()]
+    except pymysql.err.ProgrammingError:
+        return None
+
+
+def applied(conn: Any, origin: str) -> Position | None:
+    with conn.cursor() as cur:
+        cur.execute(
+            f"SELECT file, `offset`, gtid FROM `{SCHEMA}`.`checkpoint` WHERE origin = %s",
+            (origin,),
+        )
+        row = cur.fetchone()
+    return None if row is None else Position(row[0], int(row[1]), row[2])
+
+
+def nothing_between(source: Any, after: Position, upto: Position, max_events: int = 100) -> bool:
+    """True when the source's binlog holds no transaction from `after` up to `upto`."""
+    if after >= upto:
+        return True
+    try:
+        with source.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            files = [r[0] for r in cur.fetchall()]
+            if after.file not in files or upto.file not in files:
+                return False
+            for name in files[files.index(after.file) : files.index(upto.file) + 1]:
+                start = after.offset if name == after.file else 4
+                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {max_events}", (name,))
+                events = cur.fetchall()
+                for _log, pos, kind, *_rest in events:
+                    if name == upto.file and int(pos) >= upto.offset:
+                        return True
+                    if kind not in QUIET_EVENTS:
+                        return False
+                if len(events) >= max_events:
+                    return False
+    except pymysql.err.MySQLError:
+        return False  # cannot tell (privileges, purged file): keep waiting for the checkpoint
+    return True
+
+
+class Waiter:
+    """Waits until one target has applied a source position (one per target connection)."""
+
+    def __init__(
+        self, pin: Pin, target: Any, label: str, timeout: float, source_factory: Any = None
+    ) -> None:
+        self.pin, self.target, self.label, self.timeout = pin, target, label, timeout
+        self._source_factory = source_factory  # opens a source session for nothing_between
+        self._source: Any = None
+        self._reached: Position | None = None  # a position known to be applied
+
+    def close(self) -> None:
+        if self._source is not None:
+            from .connections import close
+
+            close(self._source)
+            self._source = None
+
+    def wait(self, position: Position) -> None:
+        if self.pin.mode == "none":
+            return
+        if self._reached is not None and self._reached >= position:
+            return
+        if self.pin.mode == "gtid":
+            self._wait_gtid(position)
+        else:
+            self._wait_checkpoint(position)
+        self._reached = position
+
+    def _wait_gtid(self, position: Position) -> None:
+        if not position.gtid:
+            raise PinError("internal: a GTID pin needs the snapshot's GTID position")
+        with self.target.cursor() as cur:
+            cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (position.gtid, self.timeout))
+            if cur.fetchone()[0] != 0:
+                raise PinError(
+                    f"{self.label} has not replicated the source's GTID {position.gtid} within "
+                    f"{self.timeout:.0f} s",
+                    "check SHOW SLAVE STATUS on the replica (is it running?)",
+                )
+
+    def _wait_checkpoint(self, position: Position) -> None:
+        assert self.pin.origin is not None
+        deadline = time.monotonic() + self.timeout
+        pause, last_check = 0.001, time.monotonic() - 0.18  # first look after ~20 ms
+        while True:
+            current = applied(self.target, self.pin.origin)
+            if current is not None and current.key >= position.key:
+                return
+            now = time.monotonic()
+            if current is not None and now - last_check > 0.2 and self._source_factory:
+                last_check = now
+                if self._source is None:
+                    self._source = self._source_factory()
+                if nothing_between(self._source, current, position):
+                    return
+            if now > deadline:
+                raise PinError(
+                    f"{self.label} has applied origin {self.pin.origin} only up to "
+                    f"{current or 'nothing'} after {self.timeout:.0f} s, but the source "
+                    f"snapshot is at {position}",
+                    "is the target's agent running and the hub reachable? `binlogsync status` "
+                    "shows its backlog and last error (or raise --wait-timeout)",
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+

@@ -1,0 +1,75 @@
+"""Database URLs as typed on the command line: `mysql://user:password@host:port`.
+
+The password may be left out of the URL (it would show in `ps` and shell history) and come
+from the environment instead: `?password_env=VAR` names the variable for one URL, otherwise
+the caller's default variable for that role is used (the CLI passes
+`BINLOGSYNC_SOURCE_PASSWORD` for the source and `BINLOGSYNC_TARGET_PASSWORD` for targets).
+User and password are percent-decoded, so `p%40ss` is `p@ss`. The scheme may be `mysql` or
+`mariadb`; the port defaults to 3306; an IPv6 host is written in brackets (`[::1]`).
+The environment is passed in as a mapping: this module never reads `os.environ` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..config import DatabaseSettings
+from ..errors import ConfigError
+
+SCHEMES = ("mysql", "mariadb")
+_EXAMPLE = "mysql://user:password@host:3306 (or mysql://user@host:3306 with the password in $VAR)"
+
+
+def parse_url(
+    text: str, env: Mapping[str, str] | None = None, default_password_env: str | None = None
+) -> DatabaseSettings:
+    """`DatabaseSettings` for `text`; ConfigError naming what is wrong otherwise."""
+    env = env or {}
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(f"database URL {_safe(text)!r} is malformed: {exc}", _EXAMPLE) from exc
+    if parts.scheme not in SCHEMES:
+        raise ConfigError(
+            f"database URL {_safe(text)!r} must start with mysql:// or mariadb://", _EXAMPLE
+        )
+    if not parts.hostname:
+        raise ConfigError(f"database URL {_safe(text)!r} has no host", _EXAMPLE)
+    if parts.path not in ("", "/"):
+        raise ConfigError(
+            f"database URL {_safe(text)!r} names a database ({parts.path.lstrip('/')!r})",
+            "leave it out: tables are named with their schema in --tables, like shop.orders",
+        )
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"password_env"})
+    if unknown:
+        raise ConfigError(
+            f"database URL {_safe(text)!r} has unknown option(s): {', '.join(unknown)}",
+            "the only option is ?password_env=VARIABLE",
+        )
+    user = unquote(parts.username) if parts.username else "root"
+    if parts.password is not None:
+        password = unquote(parts.password)
+    else:
+        var = query["password_env"][0] if "password_env" in query else default_password_env
+        if "password_env" in query and var not in env:
+            raise ConfigError(
+                f"database URL {_safe(text)!r} takes its password from ${var}, which is not set",
+                f"export {var}=… first",
+            )
+        password = env.get(var, "") if var else ""
+    return DatabaseSettings(parts.hostname, port or 3306, user, password)
+
+
+def _safe(text: str) -> str:
+    """`text` with any password replaced by `***`, for messages."""
+    try:
+        parts = urlsplit(text)
+        if parts.password is None:
+            return text
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        return "<unparseable URL>"

@@ -1,0 +1,18 @@
+"""binlogsync reconciliation as a Spark application.
+
+    spark-submit [--master URL] spark_jobs/reconcile_job.py \
+        --source mysql://user@db1:3306 --target mysql://user@db2:3306 \
+        --tables shop.orders,shop.items --out /data/reconcile/2024-06-01
+
+The options are those of `binlogsync reconcile` (docs/reconcile.md). All logic lives in the
+`binlogsync` package, which the driver and every executor import: install it on the cluster's
+Python (`pip install binlogsync`), or ship it with `--py-files` (`python
+spark_jobs/package_pyfiles.py` builds the zip). Exit code: 0 equal, 1 differences, 2 error.
+"""
+
+import sys
+
+from binlogsync.reconcile.options import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -45,8 +45,9 @@ SELECT seq, CONCAT('name-', seq), IF(seq % 7 = 0, NULL, CONCAT('note ', seq % 13
 FROM seq_1_to_{rows}"""
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+@pytest.fixture(scope="session", name="spark")
+def spark_fixture() -> Iterator[Any]:
+    """One local SparkSession for every reconciliation test (import `spark_fixture`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     session = spark_session(
         "local[2]",

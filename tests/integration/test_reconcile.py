@@ -17,7 +17,7 @@ from reconcile_kit import (
     make_table,
     parquet_rows,
     reconcile,
-    spark,  # noqa: F401 - the session fixture
+    spark_fixture,  # noqa: F401 - the session's SparkSession, as fixture `spark`
 )
 
 pytestmark = pytest.mark.integration

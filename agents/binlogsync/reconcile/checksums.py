@@ -99,6 +99,10 @@ class Encoding:
     def row_hash(self) -> str:
         return hash64(self.row())
 
+    @property
+    def floats(self) -> tuple[str, ...]:
+        return tuple(c for c, k in zip(self.columns, self.kinds, strict=True) if k == "float")
+
     def column_hashes(self) -> list[str]:
         """One expression per column: SHA-1 hex of 'V' + value, NULL for NULL."""
         out = []
@@ -186,7 +190,11 @@ def column_hashes_sql(
     )
 
 
-def rows_sql(schema: str, table: str, columns: Sequence[str], where: str) -> str:
-    """Whole row images (for repair and for showing differing values)."""
-    cols = ", ".join(ident(c) for c in columns)
+def rows_sql(
+    schema: str, table: str, columns: Sequence[str], where: str, floats: Sequence[str] = ()
+) -> str:
+    """Whole row images (for repair and for showing differing values). Columns named in
+    `floats` (FLOAT) are read as `c + 0e0`: the text protocol sends a FLOAT with 6 digits,
+    which would not write back the same float32; widened to a double it is exact."""
+    cols = ", ".join(f"({ident(c)} + 0e0)" if c in floats else ident(c) for c in columns)
     return f"SELECT {cols} FROM {qualified(schema, table)} WHERE {where}"

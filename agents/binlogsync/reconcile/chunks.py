@@ -31,6 +31,8 @@ from ..apply.statements import ident, qualified
 from .checksums import Bound, range_where
 from .schema import INTEGER_TYPES, TablePair
 
+FANOUT = 16  # a split chunk becomes at least this many pieces
+
 
 @dataclass(frozen=True, slots=True)
 class Chunk:
@@ -160,10 +162,12 @@ def split(
     cursor: Any,
     side: tuple[str, str],
 ) -> list[Chunk]:
-    """Cut `chunk`, which holds `rows` rows on its fuller side, into pieces of at most about
-    `max_task_rows // 2` rows. `cursor` and `side` (schema, table) are that fuller side's."""
-    target_rows = max(1, max_task_rows // 2)
-    pieces = max(2, math.ceil(rows / target_rows))
+    """Cut `chunk`, which holds `rows` rows on its fuller side, into at least `FANOUT` pieces of
+    at most about `max_task_rows // 2` rows. `cursor` and `side` (schema, table) are that
+    fuller side's. A few differing rows then cost a second checksum pass over the chunk and a
+    row-level fetch of a sixteenth of it, not of the whole chunk."""
+    pieces = max(FANOUT, math.ceil(rows / max(1, max_task_rows // 2)))
+    target_rows = max(1, math.ceil(rows / pieces))
     prefix = f"{chunk.number}."
     lo, hi = chunk.lower, chunk.upper
     if integer_key and (lo is None or len(lo) == 1) and (hi is None or len(hi) == 1):

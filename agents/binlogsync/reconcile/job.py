@@ -24,6 +24,8 @@ each database sees to `connections` (source) and `connections` per target.
 from __future__ import annotations
 
 import logging
+import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -125,17 +127,19 @@ class _TableState:
     chunks: list[Chunk] = field(default_factory=list)
 
 
-def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
-    """A SparkSession: the running one (spark-submit), else a new one (`local[*]` unless
-    `master` or spark-submit says otherwise)."""
+def spark_context(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
+    """A SparkContext: the running one (spark-submit), else a new one (`local[*]` unless
+    `master` or spark-submit says otherwise). The SQL session, which only the Parquet report
+    needs and which takes seconds to start, is made later, beside the first stages."""
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
 
     SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
     given = SparkConf()
-    builder = SparkSession.builder.appName(APP_NAME)
+    builder = given.setAppName(APP_NAME) if not given.contains("spark.app.name") else given
     if master:
-        builder = builder.master(master)
+        builder = builder.setMaster(master)
+    elif not given.contains("spark.master"):
+        builder = builder.setMaster("local[*]")
     defaults = {"spark.ui.showConsoleProgress": "false"}
     effective = master or given.get("spark.master", "local[*]")
     if effective.startswith("local"):
@@ -150,20 +154,66 @@ def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = (
     explicit = dict(conf)
     for key, value in defaults.items():
         if key not in explicit and not given.contains(key):
-            builder = builder.config(key, value)
+            builder = builder.set(key, value)
     for key, value in conf:
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
+        builder = builder.set(key, value)
+    sc = SparkContext.getOrCreate(builder)
+    sc.setLogLevel("WARN")
+    return sc
+
+
+def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
+    """A SparkSession on `spark_context(master, conf)`."""
+    from pyspark.sql import SparkSession
+
+    spark_context(master, conf)
+    return SparkSession.builder.getOrCreate()
+
+
+class _SqlSession:
+    """The SparkSession for the report, started (and its Parquet writer warmed up) in a
+    background thread while the first stages run, since both take seconds of JVM start-up."""
+
+    def __init__(self, spark: Any, warm: bool) -> None:
+        self._session = spark if hasattr(spark, "createDataFrame") else None
+        self._error: BaseException | None = None
+        self._thread = None
+        if self._session is None or warm:
+            self._thread = threading.Thread(target=self._start, args=(warm,), daemon=True)
+            self._thread.start()
+
+    def _start(self, warm: bool) -> None:
+        try:
+            from pyspark.sql import SparkSession
+
+            session = self._session or SparkSession.builder.getOrCreate()
+            if warm:
+                with tempfile.TemporaryDirectory(prefix="reconcile-warm-") as folder:
+                    session.createDataFrame([("x",)], "a string").write.parquet(folder + "/w")
+            self._session = session
+        except BaseException as exc:  # noqa: BLE001 - surfaced by get()
+            self._error = exc
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def get(self) -> Any:
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._session
 
 
 def run(options: Options, spark: Any, started: float | None = None) -> Report:
-    """Compare, report (and repair when asked). `started` is when the run began, before Spark
-    started, so the report can give times with and without Spark's start-up."""
+    """Compare, report (and repair when asked). `spark` is a SparkContext or a SparkSession.
+    `started` is when the run began, before Spark started, so the report can give times with
+    and without Spark's start-up."""
     began = time.monotonic()
     report = Report(options, started if started is not None else began, began)
-    sc = spark.sparkContext
+    sc = getattr(spark, "sparkContext", spark)
+    sql = _SqlSession(spark, warm=options.out is not None)
     report.spark = {
         "master": sc.master,
         "app_id": sc.applicationId,
@@ -174,6 +224,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
         states, ctx = _plan(options, report)
     except BinlogsyncError as exc:
         report.fatal(str(exc))
+        sql.wait()
         return report.finish()
     report.stage("plan", time.monotonic() - began, sum(len(s.chunks) for s in states))
     connections = options.connections or max(1, min(sc.defaultParallelism, 8))
@@ -185,7 +236,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     report.add_rows(rows, states)
     if options.out is not None:
         written = time.monotonic()
-        report.write(spark, options.out)
+        report.write(sql.get(), options.out)
         report.stage("write report", time.monotonic() - written, 0)
     if options.repair is not None and not report.errors_present():
         from .repair import repair
@@ -254,10 +305,10 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         any(p.mode == "gtid" for p in pins.values()),
     )
     for state in states:
-        report.tables.extend(
-            TableReport.planned(state.name, options.target_label(t), state, t, pins.get(t))
-            for t in range(len(options.targets))
-        )
+        for t in range(len(options.targets)):
+            entry = TableReport.planned(state.name, options.target_label(t), state, t, pins.get(t))
+            entry.error = report.target_errors.get(t, "") or entry.error
+            report.tables.append(entry)
     report.plan = states
     return states, ctx
 
@@ -292,21 +343,29 @@ def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[i
             )
             continue
         defs[t] = found
+    left_out: dict[int, list[str]] = {}
     if options.common_columns and defs:
         shared = {c.name for c in source.columns}
         for d in defs.values():
             shared &= {c.name for c in d.columns}
+        for t, d in defs.items():
+            left_out[t] = sorted(
+                {c.name for c in source.columns} ^ {c.name for c in d.columns}
+                | ({c.name for c in source.columns} - shared)
+            )
+            defs[t] = replace(d, columns=tuple(c for c in d.columns if c.name in shared))
         source = replace(source, columns=tuple(c for c in source.columns if c.name in shared))
     for t, found in defs.items():
         label = f"target {options.target_label(t)}"
         try:
-            state.pairs[t] = (
-                schema.pair_common(source, found, label)
-                if options.common_columns
-                else schema.pair(source, found, label)
-            )
+            pair = schema.pair(source, found, label)
         except BinlogsyncError as exc:
             state.errors[t] = str(exc)
+            continue
+        if left_out.get(t):
+            note = f"compared only the shared columns; not compared: {', '.join(left_out[t])}"
+            pair = replace(pair, notes=(*pair.notes, note))
+        state.pairs[t] = pair
     if not state.pairs:
         return
     pairs = [state.pairs[t] for t in sorted(state.pairs)]

@@ -112,7 +112,7 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
 
 def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     """Run one reconciliation; print the readable summary; return the exit code."""
-    from .job import run, spark_session
+    from .job import run, spark_context
 
     env = os.environ if env is None else env
     started = time.monotonic()
@@ -121,7 +121,7 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
     # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise, which
     # may lack binlogsync; in local mode this interpreter is the right one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = spark_session(args.master, conf)
+    spark = spark_context(args.master, conf)
     try:
         report = run(options, spark, started)  # type: ignore[arg-type]
         report.release()

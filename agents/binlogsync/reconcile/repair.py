@@ -114,7 +114,10 @@ def _images(
     with conn.cursor() as cur:
         for start in range(0, len(keys), KEY_BATCH):
             where, params = checksums.keys_where(table.key, keys[start : start + KEY_BATCH])
-            cur.execute(checksums.rows_sql(side[0], side[1], columns, where), params)
+            cur.execute(
+                checksums.rows_sql(side[0], side[1], columns, where, table.encoding.floats),
+                params,
+            )
             for r in cur.fetchall():
                 out[tuple(r[:n])] = tuple(r[i] for i in order)
     return out

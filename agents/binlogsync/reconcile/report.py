@@ -155,18 +155,18 @@ class Report:
         self.repair: dict[str, Any] | None = None
         self.key_columns: dict[int, tuple[str, ...]] = {}
         self.files: dict[str, str] = {}
+        self.target_errors: dict[int, str] = {}
 
     # -- collecting ------------------------------------------------------------------------
     def fatal(self, message: str) -> None:
         self.errors.append(message)
 
     def target_error(self, t: int, message: str) -> None:
-        self.errors.append(message)
+        """Target `t` cannot be used at all (every table's entry for it says why)."""
+        self.target_errors[t] = message
         for r in self.tables:
             if r.target_index == t and not r.error:
                 r.error = message
-        self._target_errors = getattr(self, "_target_errors", {})
-        self._target_errors[t] = message
 
     def task_error(self, e: TaskError) -> None:
         hit = False

@@ -198,36 +198,6 @@ def pair(source: TableDef, target: TableDef, target_label: str) -> TablePair:
     return _pair(source, target, target_label, tuple(src))
 
 
-def pair_common(source: TableDef, target: TableDef, target_label: str) -> TablePair:
-    """Like `pair`, but compares only the columns both sides have (noted in the report)."""
-    tgt = {c.name for c in target.columns}
-    common = tuple(c.name for c in source.columns if c.name in tgt)
-    trimmed_source = TableDef(
-        source.schema,
-        source.table,
-        tuple(c for c in source.columns if c.name in tgt),
-        source.key,
-        source.rows_estimate,
-        source.generated,
-    )
-    trimmed_target = TableDef(
-        target.schema,
-        target.table,
-        tuple(c for c in target.columns if c.name in set(common)),
-        target.key,
-        target.rows_estimate,
-        target.generated,
-    )
-    result = pair(trimmed_source, trimmed_target, target_label)
-    skipped = sorted({c.name for c in source.columns} ^ {c.name for c in target.columns})
-    notes = result.notes + (
-        (f"compared only the shared columns; not compared: {', '.join(skipped)}",)
-        if skipped
-        else ()
-    )
-    return TablePair(result.source, result.target, result.columns, result.key, notes)
-
-
 def _pair(source: TableDef, target: TableDef, label: str, columns: tuple[str, ...]) -> TablePair:
     notes = []
     for name in columns:

@@ -463,7 +463,12 @@ def _values(
         for start in range(0, len(keys), KEY_BATCH):
             batch = keys[start : start + KEY_BATCH]
             where, params = checksums.keys_where(table.key, batch)
-            cur.execute(checksums.rows_sql(side[0], side[1], [*table.key, *columns], where), params)
+            cur.execute(
+                checksums.rows_sql(
+                    side[0], side[1], [*table.key, *columns], where, table.encoding.floats
+                ),
+                params,
+            )
             for r in cur.fetchall():
                 out[tuple(r[:n])] = {c: show(v) for c, v in zip(columns, r[n:], strict=True)}
     return out

@@ -1,0 +1,322 @@
+"""Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
+
+    .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
+
+For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
+the same N-row table (loaded on each side without the binlog, so the replica does not replay
+it), then a handful of differences made on the replica behind replication's back (a missing
+row, an extra row, three changed rows of which two swap values). Then, in the same run:
+
+    pt-table-checksum   Debian's percona-toolkit against the source; it checksums chunks on the
+                        source and, through statement-based replication of its own queries, on
+                        the replica, and flags differing chunks (it names no row)
+    reconcile           `binlogsync reconcile` as a user runs it (a new process, Spark start-up
+                        included; local[*]), source against the replica (pinned by GTID), every
+                        differing row named; also its time without Spark's start-up
+
+Medians of `--runs` runs, rows/s, the ratio, whether every injected difference was found, and
+the peak memory (RSS) of each tool's processes. Needs percona-toolkit (apt-get install
+percona-toolkit) and the `spark` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+from binlogsync.sandbox import Sandbox, Server
+
+TABLE = """CREATE TABLE t (
+    id BIGINT NOT NULL PRIMARY KEY,
+    nim VARCHAR(20) NOT NULL,
+    nominal DECIMAL(15,2) NOT NULL,
+    flag TINYINT NOT NULL,
+    tgl DATETIME(6) NOT NULL,
+    note VARCHAR(64) NULL,
+    payload BLOB NULL
+) ENGINE=InnoDB"""
+FILL = (
+    "INSERT INTO t SELECT seq, CONCAT('N', seq), seq / 7, seq % 3, "
+    "TIMESTAMP('2024-01-01') + INTERVAL seq * 1001 MICROSECOND, "
+    "IF(seq % 10 = 0, NULL, CONCAT('note ', seq % 97)), UNHEX(SHA1(seq)) "
+    "FROM seq_{lo}_to_{hi}"
+)
+
+
+def damage(n: int) -> tuple[list[str], dict[tuple[int], str]]:
+    """Statements for the replica and the differences they make (key -> kind)."""
+    a, b, c, d, e = n // 7, n // 3, n // 2, n // 2 + 1, n - 5
+    return (
+        [
+            f"DELETE FROM t WHERE id = {a}",
+            f"INSERT INTO t (id, nim, nominal, flag, tgl) VALUES ({n + 1000}, 'x', 0, 0, NOW(6))",
+            f"UPDATE t SET nominal = nominal + 0.01 WHERE id = {b}",
+            f"UPDATE t x JOIN t y ON x.id = {c} AND y.id = {d} SET x.nim = y.nim, y.nim = x.nim",
+            f"UPDATE t SET tgl = tgl + INTERVAL 1 MICROSECOND WHERE id = {e}",
+        ],
+        {
+            (a,): "missing",
+            (n + 1000,): "extra",
+            (b,): "changed",
+            (c,): "changed",
+            (d,): "changed",
+            (e,): "changed",
+        },
+    )
+
+
+def sql(server: Server, *statements: str, db: str | None = None) -> list[Any]:
+    with server.connect(db) as conn, conn.cursor() as cur:
+        for s in statements:
+            cur.execute(s)
+        return list(cur.fetchall())
+
+
+def load(server: Server, n: int, step: int = 500_000) -> None:
+    with server.connect("bench") as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        for lo in range(1, n + 1, step):
+            cur.execute(FILL.format(lo=lo, hi=min(n, lo + step - 1)))
+
+
+class PeakRss:
+    """Peak resident memory of a process and all its descendants, sampled every 50 ms."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _tree(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    continue
+                children.setdefault(ppid, []).append(int(entry))
+        out, todo = [], [self.pid]
+        while todo:
+            p = todo.pop()
+            out.append(p)
+            todo.extend(children.get(p, []))
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            for p in self._tree():
+                try:
+                    for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) * 1024
+                except OSError:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(0.05)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, str, int, int]:
+    started = time.monotonic()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    rss = PeakRss(proc.pid)
+    out, _ = proc.communicate()
+    seconds = time.monotonic() - started
+    return seconds, out.decode(errors="replace"), proc.returncode, rss.stop()
+
+
+def pt_checksum(source: Server) -> tuple[float, int, int, str]:
+    seconds, out, code, rss = timed(
+        [
+            "pt-table-checksum",
+            "--no-version-check",
+            "--no-check-binlog-format",
+            "--recursion-method=hosts",
+            f"h=127.0.0.1,P={source.port},u=root",
+            "--databases=bench",
+            "--tables=t",
+        ]
+    )
+    diffs = -1
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[-1] == "bench.t" and len(parts) >= 8:
+            diffs = int(parts[2])
+    return seconds, diffs, rss, out
+
+
+def reconcile(source: Server, replica: Server, out: Path) -> tuple[float, float, dict[Any, str], int, str]:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    seconds, text, code, rss = timed(
+        [
+            sys.executable,
+            "-m",
+            "binlogsync.cli",
+            "reconcile",
+            f"--source=mysql://root@127.0.0.1:{source.port}",
+            f"--target=mysql://root@127.0.0.1:{replica.port}",
+            "--tables=bench.t",
+            f"--out={out}",
+            "--show=50",
+        ],
+        env,
+    )
+    if code not in (0, 1):
+        raise SystemExit(f"reconcile failed ({code}):\n{text}")
+    summary = json.loads((out / "summary.json").read_text())
+    work = summary["totals"]["seconds_without_spark_startup"]
+    named = {
+        tuple(d["key"]): d["kind"] for d in summary["tables"][0]["first_differences"]
+    }
+    return seconds, work, named, rss, text
+
+
+def machine() -> dict[str, str]:
+    def version(args: list[str]) -> str:
+        try:
+            r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+            return (r.stdout or r.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "?"
+
+    import pyspark
+
+    mem = next(
+        (int(x.split()[1]) // 1024 for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")),
+        0,
+    )
+    return {
+        "cores": str(os.cpu_count()),
+        "memory_mb": str(mem),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "java": version(["java", "-version"]),
+        "mariadb": version(["/usr/sbin/mariadbd", "--version"]),
+        "pt-table-checksum": version(["pt-table-checksum", "--version"]),
+    }
+
+
+def bench_size(box: Sandbox, n: int, runs: int, work: Path) -> dict[str, Any]:
+    pool = "--innodb-buffer-pool-size=" + ("3G" if n > 2_000_000 else "512M")
+    source = box.start(f"source{n}", 1, pool)
+    replica = box.start(f"replica{n}", 2, pool)
+    box.replicate(source, replica)
+    sql(source, "CREATE DATABASE bench", "USE bench", TABLE)
+    gtid = sql(source, "SELECT @@gtid_binlog_pos")[0][0]
+    assert sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 60)")[0][0] == 0
+    started = time.monotonic()
+    loaders = [threading.Thread(target=load, args=(s, n)) for s in (source, replica)]
+    for t in loaders:
+        t.start()
+    for t in loaders:
+        t.join()
+    print(f"  loaded {n:,} rows on both servers in {time.monotonic() - started:.0f} s", flush=True)
+    statements, injected = damage(n)
+    sql(replica, "SET SESSION sql_log_bin = 0", *statements, db="bench")
+    # Warm both buffer pools the same way for both tools.
+    for s in (source, replica):
+        sql(s, "SELECT COUNT(*), SUM(LENGTH(payload)) FROM t", db="bench")
+    pt_times, ours, ours_work, pt_rss, our_rss, pt_diffs, found_all = [], [], [], [], [], [], []
+    for run in range(runs):
+        seconds, diffs, rss, text = pt_checksum(source)
+        pt_times.append(seconds)
+        pt_rss.append(rss)
+        pt_diffs.append(diffs)
+        wall, work_s, named, rss2, text2 = reconcile(source, replica, work / f"out-{n}-{run}")
+        ours.append(wall)
+        ours_work.append(work_s)
+        our_rss.append(rss2)
+        hit = {k: v for k, v in named.items()}
+        found_all.append(hit == {tuple(k): v for k, v in injected.items()})
+        if not found_all[-1]:
+            print(f"  run {run}: reconcile named {hit}, injected {injected}\n{text2}", flush=True)
+        print(
+            f"  run {run + 1}: pt-table-checksum {seconds:.2f} s ({diffs} differing chunks); "
+            f"reconcile {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
+            f"all {len(injected)} rows named: {found_all[-1]}",
+            flush=True,
+        )
+    box.stop(source.name)
+    box.stop(replica.name)
+    med = statistics.median
+    return {
+        "rows": n,
+        "pt_seconds": med(pt_times),
+        "pt_differing_chunks": pt_diffs[-1],
+        "reconcile_seconds": med(ours),
+        "reconcile_seconds_without_spark_startup": med(ours_work),
+        "ratio": med(ours) / med(pt_times),
+        "ratio_without_startup": med(ours_work) / med(pt_times),
+        "reconcile_rows_per_s": n / med(ours),
+        "pt_rows_per_s": n / med(pt_times),
+        "all_found": all(found_all),
+        "pt_peak_rss_mb": max(pt_rss) / 2**20,
+        "reconcile_peak_rss_mb": max(our_rss) / 2**20,
+        "runs": runs,
+        "raw": {"pt": pt_times, "reconcile": ours, "reconcile_work": ours_work},
+    }
+
+
+def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
+    lines = [
+        "machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
+        "",
+        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows) | ratio | reconcile without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
+        "|---:|---:|---:|---:|---:|---:|:---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['rows']:,} | {r['pt_seconds']:.2f} s ({r['pt_rows_per_s']:,.0f} rows/s) "
+            f"| {r['reconcile_seconds']:.2f} s ({r['reconcile_rows_per_s']:,.0f} rows/s) "
+            f"| {r['ratio']:.2f} | {r['reconcile_seconds_without_spark_startup']:.2f} s "
+            f"| {r['ratio_without_startup']:.2f} | {'yes' if r['all_found'] else 'NO'} "
+            f"| {r['pt_peak_rss_mb']:.0f} MB / {r['reconcile_peak_rss_mb']:.0f} MB |"
+        )
+    lines.append(f"\nmedians of {results[0]['runs'] if results else 0} runs each; ratio = reconcile / pt-table-checksum")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000000,10000000")
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
+    p.add_argument("--json", help="also write the results to this file")
+    args = p.parse_args(argv)
+    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
+    info = machine()
+    results = []
+    with Sandbox(root / "sandbox") as box:
+        for n in (int(s) for s in args.sizes.split(",")):
+            print(f"{n:,} rows:", flush=True)
+            results.append(bench_size(box, n, args.runs, root))
+    text = render(results, info)
+    print("\n" + text)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=2))
+    return 0 if all(r["all_found"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except pymysql.err.MySQLError as exc:
+        sys.exit(f"database error: {exc}")

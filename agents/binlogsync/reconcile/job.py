@@ -24,8 +24,6 @@ each database sees to `connections` (source) and `connections` per target.
 from __future__ import annotations
 
 import logging
-import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -129,8 +127,8 @@ class _TableState:
 
 def spark_context(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
     """A SparkContext: the running one (spark-submit), else a new one (`local[*]` unless
-    `master` or spark-submit says otherwise). The SQL session, which only the Parquet report
-    needs and which takes seconds to start, is made later, beside the first stages."""
+    `master` or spark-submit says otherwise). No SQL session is needed (it would cost seconds
+    of JVM start-up): the stages are RDD jobs and the Parquet report is written by pyarrow."""
     from pyspark import SparkConf, SparkContext
 
     SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
@@ -170,42 +168,6 @@ def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = (
     return SparkSession.builder.getOrCreate()
 
 
-class _SqlSession:
-    """The SparkSession for the report, started (and its Parquet writer warmed up) in a
-    background thread while the first stages run, since both take seconds of JVM start-up."""
-
-    def __init__(self, spark: Any, warm: bool) -> None:
-        self._session = spark if hasattr(spark, "createDataFrame") else None
-        self._error: BaseException | None = None
-        self._thread = None
-        if self._session is None or warm:
-            self._thread = threading.Thread(target=self._start, args=(warm,), daemon=True)
-            self._thread.start()
-
-    def _start(self, warm: bool) -> None:
-        try:
-            from pyspark.sql import SparkSession
-
-            session = self._session or SparkSession.builder.getOrCreate()
-            if warm:
-                with tempfile.TemporaryDirectory(prefix="reconcile-warm-") as folder:
-                    session.createDataFrame([("x",)], "a string").write.parquet(folder + "/w")
-            self._session = session
-        except BaseException as exc:  # noqa: BLE001 - surfaced by get()
-            self._error = exc
-
-    def wait(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-    def get(self) -> Any:
-        if self._thread is not None:
-            self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._session
-
-
 def run(options: Options, spark: Any, started: float | None = None) -> Report:
     """Compare, report (and repair when asked). `spark` is a SparkContext or a SparkSession.
     `started` is when the run began, before Spark started, so the report can give times with
@@ -213,7 +175,6 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     began = time.monotonic()
     report = Report(options, started if started is not None else began, began)
     sc = getattr(spark, "sparkContext", spark)
-    sql = _SqlSession(spark, warm=options.out is not None)
     report.spark = {
         "master": sc.master,
         "app_id": sc.applicationId,
@@ -224,7 +185,6 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
         states, ctx = _plan(options, report)
     except BinlogsyncError as exc:
         report.fatal(str(exc))
-        sql.wait()
         return report.finish()
     report.stage("plan", time.monotonic() - began, sum(len(s.chunks) for s in states))
     connections = options.connections or max(1, min(sc.defaultParallelism, 8))
@@ -236,7 +196,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     report.add_rows(rows, states)
     if options.out is not None:
         written = time.monotonic()
-        report.write(sql.get(), options.out)
+        report.write(options.out)
         report.stage("write report", time.monotonic() - written, 0)
     if options.repair is not None and not report.errors_present():
         from .repair import repair
@@ -265,9 +225,8 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         with source.cursor() as src:
             for state in states:
                 _describe(options, state, src, targets)
-        if options.pin != "none" or any(p.mode != "none" for p in pins.values()):
-            pinning.end(source)  # fail early when the source cannot give a snapshot position
-            pinning.snapshot(source)
+        if any(p.mode != "none" for p in pins.values()):
+            pinning.snapshot(source)  # fail early when the source cannot give a position
             pinning.end(source)
         for state in states:
             if state.spec is None:
@@ -303,6 +262,7 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         options.max_rounds,
         options.max_task_rows,
         any(p.mode == "gtid" for p in pins.values()),
+        any(p.mode != "none" for p in pins.values()),
     )
     for state in states:
         for t in range(len(options.targets)):

@@ -57,14 +57,20 @@ class Pin:
         return "none (static comparison: nothing must write meanwhile)"
 
 
-def snapshot(conn: Any, with_gtid: bool = False) -> Position:
-    """Open a consistent snapshot on the source; the binlog position it is pinned to."""
+UNPINNED = Position("unpinned.000000", 0)  # what a snapshot reports when no target needs P
+
+
+def snapshot(conn: Any, with_gtid: bool = False, required: bool = True) -> Position:
+    """Open a consistent snapshot on the source; the binlog position it is pinned to (UNPINNED
+    when the server has none and `required` is False, as for `--pin none` everywhere)."""
     with conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
         status = {str(k).lower(): v for k, v in cur.fetchall()}
         file = status.get("binlog_snapshot_file")
         offset = status.get("binlog_snapshot_position")
+        if (not file or offset in (None, "")) and not required:
+            return UNPINNED
         if not file or offset in (None, ""):
             cur.execute("ROLLBACK")
             raise PinError(

@@ -124,10 +124,17 @@ def _images(
 
 
 def _plan_batch(
-    ctx: Context, t: int, table: TableSpec, keys: Sequence[tuple[Any, ...]], source: Any, target: Any
+    ctx: Context,
+    t: int,
+    table: TableSpec,
+    keys: Sequence[tuple[Any, ...]],
+    source: Any,
+    target: Any,
+    pinned: bool,
 ) -> tuple[Position, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """(P, source images to upsert, target images to delete) for `keys`, read at P."""
-    position = pinning.snapshot(source)
+    """(P, source images to upsert, target images to delete) for `keys`, read at P (the hub
+    needs P; a SQL file only notes it, when the source has one)."""
+    position = pinning.snapshot(source, required=pinned)
     try:
         upserts = _images(source, table.source, table, keys)
     finally:
@@ -155,7 +162,9 @@ def send(
             schema, name = table.source
             for start in range(0, len(table_keys), options.repair_batch):
                 batch = table_keys[start : start + options.repair_batch]
-                position, upserts, deletes = _plan_batch(ctx, t, table, batch, source, target)
+                position, upserts, deletes = _plan_batch(
+                    ctx, t, table, batch, source, target, True
+                )
                 changes = []
                 if deletes:
                     changes.append(Change("delete", schema, name, table.columns, tuple(deletes), ()))
@@ -209,7 +218,9 @@ def write_sql(
                 assert side is not None
                 for start in range(0, len(table_keys), options.repair_batch):
                     batch = table_keys[start : start + options.repair_batch]
-                    position, upserts, deletes = _plan_batch(ctx, t, table, batch, source, target)
+                    position, upserts, deletes = _plan_batch(
+                        ctx, t, table, batch, source, target, False
+                    )
                     out.write(f"\n-- {table.name}: source images at {position}\n")
                     for row in deletes:
                         out.write(_delete_sql(side, table, row) + "\n")

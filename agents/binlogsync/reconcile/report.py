@@ -6,7 +6,7 @@ Output folder (`--out DIR`):
                      per table and target: status, rows on each side, chunks, how many rows
                      were compared one by one, missing / extra / changed / unsettled counts,
                      the first differing keys, notes, errors, time and rows/s
-    rows.parquet/    one row per differing key (Spark writes it):
+    rows.parquet     one row per differing key (written with pyarrow as rows stream in):
                      table, target, target_table, kind, key (JSON object), columns (array of
                      differing column names, changed rows), source_values / target_values
                      (JSON objects of those columns, values cut to 200 characters), chunk
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -40,6 +41,17 @@ if TYPE_CHECKING:
     from .pinning import Pin
 
 KINDS = ("missing", "extra", "changed", "unsettled")
+ROW_COLUMNS = (
+    "table",
+    "target",
+    "target_table",
+    "kind",
+    "key",
+    "columns",
+    "source_values",
+    "target_values",
+    "chunk",
+)
 
 
 @dataclass
@@ -171,7 +183,9 @@ class Report:
     def task_error(self, e: TaskError) -> None:
         hit = False
         for r in self.tables:
-            if (e.table is None or r.index == e.table) and (e.target is None or r.target_index == e.target):
+            if (e.table is None or r.index == e.table) and (
+                e.target is None or r.target_index == e.target
+            ):
                 if not r.error:
                     r.error = e.message
                 hit = True
@@ -284,9 +298,9 @@ class Report:
             "exit_code": self.exit_code,
         }
 
-    def write(self, spark: Any, out: Path) -> None:
+    def write(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        self._write_rows(spark, out / "rows.parquet")
+        self._write_rows(out / "rows.parquet")
         self.write_summary(out)
 
     def write_summary(self, out: Path) -> None:
@@ -294,17 +308,20 @@ class Report:
         self.files["summary"] = str(out / "summary.json")
         (out / "summary.json").write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
 
-    def _write_rows(self, spark: Any, path: Path) -> None:
-        from pyspark.sql.types import ArrayType, StringType, StructField, StructType
+    def _write_rows(self, path: Path) -> None:
+        """rows.parquet: streamed from the persisted row results to the driver a partition at a
+        time and written with pyarrow in batches, so neither side holds them all. (Spark's own
+        Parquet writer would need a SQL session, seconds of JVM start-up for one small file.)"""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        columns = ["table", "target", "target_table", "kind", "key"]
-        schema = StructType(
-            [StructField(c, StringType(), False) for c in columns]
-            + [
-                StructField("columns", ArrayType(StringType(), False), False),
-                StructField("source_values", StringType(), True),
-                StructField("target_values", StringType(), True),
-                StructField("chunk", StringType(), False),
+        schema = pa.schema(
+            [
+                *(pa.field(c, pa.string(), nullable=False) for c in ROW_COLUMNS[:5]),
+                pa.field("columns", pa.list_(pa.string()), nullable=False),
+                pa.field("source_values", pa.string()),
+                pa.field("target_values", pa.string()),
+                pa.field("chunk", pa.string(), nullable=False),
             ]
         )
         names = {r.index: r.table for r in self.tables}
@@ -330,11 +347,26 @@ class Report:
                 for d in result.diffs
             ]
 
-        if self.rows_rdd is not None:
-            frame = spark.createDataFrame(self.rows_rdd.flatMap(rows), schema)
-        else:
-            frame = spark.createDataFrame([], schema)
-        frame.coalesce(1).write.mode("overwrite").parquet(str(path))
+        if path.is_dir():
+            shutil.rmtree(path)
+        with pq.ParquetWriter(str(path), schema) as writer:
+            batch: list[tuple[Any, ...]] = []
+            written = False
+
+            def flush() -> None:
+                columns = list(zip(*batch, strict=True)) if batch else [[] for _ in schema]
+                arrays = [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)]
+                writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+                batch.clear()
+
+            if self.rows_rdd is not None:
+                for row in self.rows_rdd.flatMap(rows).toLocalIterator():
+                    batch.append(row)
+                    if len(batch) >= 10_000:
+                        flush()
+                        written = True
+            if batch or not written:
+                flush()
         self.files["rows"] = str(path)
 
     def render(self) -> str:

@@ -85,6 +85,10 @@ class Context:
     max_rounds: int = 6
     max_task_rows: int = 50_000
     gtid: bool = False  # some target is pinned by GTID: snapshots need their GTID position
+    pinned: bool = True  # some target is pinned at all: snapshots need a binlog position
+
+    def snapshot(self, conn: Any) -> Position:
+        return pinning.snapshot(conn, self.gtid, self.pinned)
 
 
 # -- what comes back ---------------------------------------------------------------------------
@@ -228,7 +232,7 @@ def _checksum_chunk(
     table = ctx.tables[chunk.table]
     started = time.monotonic()
     try:
-        position = pinning.snapshot(s.source, ctx.gtid)
+        position = ctx.snapshot(s.source)
     except Exception as exc:
         raise _Failed(_query_error(exc, "the source", table), table.index, None) from exc
     futures: list[tuple[int, Future[SideSum]]] = []
@@ -319,7 +323,7 @@ def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: C
     side = table.targets[t]
     assert side is not None
     conn, waiter = s.target(t)
-    position = pinning.snapshot(s.source, ctx.gtid)
+    position = ctx.snapshot(s.source)
 
     def target_side() -> dict[tuple[Any, ...], int]:
         waiter.wait(position)
@@ -369,7 +373,7 @@ def _images(conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[t
 
 
 def _source_images(ctx: Context, s: _Sessions, table: TableSpec, keys: Sequence[tuple[Any, ...]]) -> tuple[Position, dict[tuple[Any, ...], Image]]:
-    position = pinning.snapshot(s.source, ctx.gtid)
+    position = ctx.snapshot(s.source)
     try:
         return position, _images(s.source, table.source, table, keys)
     finally:

@@ -159,3 +159,41 @@ def test_spark_submit_runs_the_job(origin: Server, target: Server, dbname: str, 
     assert result.returncode == 1, result.stdout + result.stderr
     assert "missing   id=250" in result.stdout
     assert (tmp_path / "summary.json").exists()
+
+
+def test_native_replica_is_pinned_by_gtid_and_a_stopped_one_is_refused(
+    spark: Any, sandbox: Any, dbname: str
+) -> None:
+    source = sandbox.start("rc_source", 41)
+    replica = sandbox.start("rc_replica", 42)
+    try:
+        sandbox.replicate(source, replica)
+        execute(
+            source,
+            None,
+            f"CREATE DATABASE `{dbname}`",
+            f"USE `{dbname}`",
+            "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20))",
+            "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_2000",
+        )
+        with source.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos")
+            gtid = cur.fetchone()[0]
+        with replica.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT MASTER_GTID_WAIT(%s, 60)", (gtid,))
+            assert cur.fetchone()[0] == 0
+        # Damage the replica behind replication's back, then keep the source writing a little.
+        execute(replica, dbname, "SET SESSION sql_log_bin = 0", "UPDATE t SET v = 'x' WHERE id = 1234")
+        execute(source, dbname, "UPDATE t SET v = 'live' WHERE id = 7")
+        report = reconcile(spark, source, [replica], [f"{dbname}.t"], pin="auto")
+        assert report.tables[0].pin == "native replica (GTID wait)"
+        assert found(report) == {(1234,): ("changed", ("v",))}, report.render()
+
+        execute(replica, None, "STOP SLAVE SQL_THREAD")
+        stopped = reconcile(spark, source, [replica], [f"{dbname}.t"], pin="auto")
+        assert stopped.exit_code == 2
+        assert "not replicating" in stopped.tables[0].error
+        assert "SQL thread: No" in stopped.tables[0].error
+    finally:
+        sandbox.stop("rc_replica")
+        sandbox.stop("rc_source")

@@ -141,7 +141,8 @@ def range_where(key: Sequence[str], lower: Bound | None, upper: Bound | None) ->
 
 def _compare(key: Sequence[str], bound: Bound, op: str) -> tuple[str, list[Any]]:
     """key >= bound (op '>') or key < bound (op '<'), for a bound that is a key prefix."""
-    terms, params = [], []
+    terms: list[str] = []
+    params: list[Any] = []
     n = len(bound)
     for i in range(n):
         eqs = [f"{ident(key[j])} = %s" for j in range(i)]

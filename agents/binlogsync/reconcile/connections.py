@@ -45,5 +45,5 @@ def close(conn: Any) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
     return str(args[1]) if len(args) > 1 else str(exc)

@@ -408,7 +408,7 @@ def _split_loop(
         if not big:
             break
         depth += 1
-        items = []
+        items: list[tuple[Chunk, tuple[int, ...]]] = []
         for chunk, t, src_rows, tgt_rows in big:
             pieces = _split(options, ctx, chunk, t, src_rows, tgt_rows)
             items.extend((p, (t,)) for p in pieces)

@@ -119,10 +119,19 @@ def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
                 f"{label} has no binlogsync.checkpoint table: it is not a binlogsync target",
                 "use --pin gtid for a native replica or --pin none for a static copy",
             )
-    with conn.cursor() as cur:
+    with conn.cursor(pymysql.cursors.DictCursor) as cur:
         cur.execute("SHOW ALL SLAVES STATUS" if _is_mariadb(cur) else "SHOW SLAVE STATUS")
-        replica = cur.fetchone() is not None
-    if replica:
+        replica = cur.fetchone()
+    if replica is not None:
+        io, sql = replica.get("Slave_IO_Running"), replica.get("Slave_SQL_Running")
+        if io != "Yes" or sql != "Yes":
+            raise PinError(
+                f"{label} is a native replica that is not replicating (IO thread: {io}, SQL "
+                f"thread: {sql}; {replica.get('Last_IO_Error') or replica.get('Last_SQL_Error') or 'no error shown'}), "
+                "so it would never reach the source's snapshot",
+                "fix replication (SHOW SLAVE STATUS, START SLAVE), or compare it as a static copy "
+                "with --pin none",
+            )
         return Pin("gtid")
     if requested == "gtid":
         raise PinError(f"{label} is not a native replica", "use --pin none for a static copy")
@@ -130,8 +139,9 @@ def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
 
 
 def _is_mariadb(cur: Any) -> bool:
-    cur.execute("SELECT VERSION()")
-    return "mariadb" in str(cur.fetchone()[0]).lower()
+    cur.execute("SELECT VERSION() AS v")
+    row = cur.fetchone()
+    return "mariadb" in str(row["v"] if isinstance(row, dict) else row[0]).lower()
 
 
 def _checkpoint_origins(conn: Any) -> list[str] | None:
@@ -165,7 +175,9 @@ def nothing_between(source: Any, after: Position, upto: Position, max_events: in
                 return False
             for name in files[files.index(after.file) : files.index(upto.file) + 1]:
                 start = after.offset if name == after.file else 4
-                cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {max_events}", (name,))
+                cur.execute(
+                    f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT {max_events}", (name,)
+                )
                 events = cur.fetchall()
                 for _log, pos, kind, *_rest in events:
                     if name == upto.file and int(pos) >= upto.offset:
@@ -245,4 +257,3 @@ class Waiter:
                 )
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
-

@@ -153,7 +153,7 @@ def send(
 
     assert options.via and options.origin
     host = options.target_hosts[t]
-    counts = {"upserts": 0, "deletes": 0, "batches": 0, "snapshots": []}
+    counts: dict[str, Any] = {"upserts": 0, "deletes": 0, "batches": 0, "snapshots": []}
     source = connect(ctx.source, "source")
     target = connect(ctx.targets[t].db, f"target {ctx.targets[t].label}")
     try:
@@ -178,7 +178,7 @@ def send(
                 counts["upserts"] += len(upserts)
                 counts["deletes"] += len(deletes)
                 counts["batches"] += 1
-                counts["snapshots"].append(str(position))  # type: ignore[attr-defined]
+                counts["snapshots"].append(str(position))
     except pymysql.err.MySQLError as exc:
         raise RepairError(f"reading row images for the repair of {host} failed: {exc}") from exc
     finally:

@@ -202,7 +202,7 @@ class _Failed(BinlogsyncError):
 def _query_error(exc: BaseException, label: str, table: TableSpec) -> BinlogsyncError:
     if isinstance(exc, BinlogsyncError):
         return exc
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
     reason = args[1] if len(args) > 1 else str(exc)
     return BinlogsyncError(f"{table.name} on {label}: {reason}")
 

@@ -6,8 +6,9 @@
 
 The options are those of `binlogsync reconcile` (docs/reconcile.md). All logic lives in the
 `binlogsync` package, which the driver and every executor import: install it on the cluster's
-Python (`pip install binlogsync`), or ship it with `--py-files` (`python
-spark_jobs/package_pyfiles.py` builds the zip). Exit code: 0 equal, 1 differences, 2 error.
+Python (`pip install 'binlogsync[spark]'`), or ship it with `--py-files binlogsync.zip` (`cd
+agents && zip -r ../binlogsync.zip binlogsync`, with PyMySQL's pure-Python package added to the
+same zip). Exit code: 0 equal, 1 differences, 2 error.
 """
 
 import sys

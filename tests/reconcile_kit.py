@@ -13,6 +13,7 @@ import pytest
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.reconcile.job import Options, run, spark_session
+from binlogsync.reconcile.options import LOCAL_SUBMIT_ARGS
 from binlogsync.reconcile.report import Report
 from binlogsync.sandbox import Server
 
@@ -49,6 +50,7 @@ FROM seq_1_to_{rows}"""
 def spark_fixture() -> Iterator[Any]:
     """One local SparkSession for every reconciliation test (import `spark_fixture`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
     session = spark_session(
         "local[2]",
         [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")],

@@ -7,13 +7,13 @@
     2. checksums (Spark)  one task per group of chunks: each chunk checksummed on the source at
                           a snapshot position and on every target once it has applied that
                           position (tasks.py)
-    3. split (loop)       a differing chunk with more rows than `max_task_rows` on either side
-                          is cut into pieces that are checksummed again, so no task ever holds
-                          more than that many rows of one table
-    4. rows (Spark)       differing chunks: (key, hash) of every row on both sides, then the
-                          re-check rounds; the result is persisted once and read three times
-                          (counts, Parquet, repair keys), never collected whole to the driver
-    5. report, repair     report.py, repair.py
+    3. rows (Spark)       per differing chunk: one with more rows than `max_task_rows` on
+                          either side is first cut into pieces that are checksummed again (in
+                          the same task), so no task ever holds more than that many rows; then
+                          (key, hash) of every row of each small differing piece on both sides,
+                          then the re-check rounds. The result is persisted once and read three
+                          times (counts, Parquet, repair keys), never collected whole
+    4. report, repair     report.py, repair.py
 
 Spark parallelises the chunks; the heavy lifting (hashing every row) happens inside each
 database, so a table that matches costs one pass of checksum queries and moves one row per
@@ -191,8 +191,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     report.spark["connections"] = connections
 
     results = _checksum_stage(sc, ctx, states, connections, report)
-    leaves = _split_loop(sc, ctx, options, states, results, connections, report)
-    rows = _rows_stage(sc, ctx, leaves, connections, report)
+    rows = _rows_stage(sc, ctx, _differing(results), connections, report)
     report.add_rows(rows, states)
     if options.out is not None:
         written = time.monotonic()
@@ -344,7 +343,7 @@ def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[i
     )
 
 
-# -- 2./3. checksums and splits ------------------------------------------------------------------
+# -- 2. checksums ----------------------------------------------------------------------------
 def _partitions(items: list[Any], n: int) -> list[list[Any]]:
     """Deal `items` (largest first) round-robin into at most `n` groups."""
     ordered = sorted(items, key=lambda item: -item[0].estimate)
@@ -387,70 +386,9 @@ def _differing(results: list[ChunkResult]) -> list[tuple[Chunk, int, int, int]]:
     return out
 
 
-def _split_loop(
-    sc: Any,
-    ctx: Context,
-    options: Options,
-    states: list[_TableState],
-    results: list[ChunkResult],
-    n: int,
-    report: Report,
-) -> list[tuple[Chunk, int]]:
-    """Differing chunks small enough for the row level; bigger ones are split and checked."""
-    from .tasks import checksum_partition
-
-    leaves: list[tuple[Chunk, int]] = []
-    differing = _differing(results)
-    depth = 0
-    while differing:
-        big = [d for d in differing if max(d[2], d[3]) > options.max_task_rows]
-        leaves.extend((c, t) for c, t, _s, _g in differing if max(_s, _g) <= options.max_task_rows)
-        if not big:
-            break
-        depth += 1
-        items: list[tuple[Chunk, tuple[int, ...]]] = []
-        for chunk, t, src_rows, tgt_rows in big:
-            pieces = _split(options, ctx, chunk, t, src_rows, tgt_rows)
-            items.extend((p, (t,)) for p in pieces)
-        started = time.monotonic()
-        out = _run_stage(sc, checksum_partition, ctx, items, n)
-        report.stage(f"split {depth}", time.monotonic() - started, len(items))
-        sub = [r for r in out if isinstance(r, ChunkResult)]
-        for r in out:
-            if isinstance(r, TaskError):
-                report.task_error(r)
-        report.add_checksums(sub, level=depth + 1)
-        differing = _differing(sub)
-    return leaves
-
-
-def _split(
-    options: Options, ctx: Context, chunk: Chunk, t: int, src_rows: int, tgt_rows: int
-) -> list[Chunk]:
-    table = ctx.tables[chunk.table]
-    use_target = tgt_rows > src_rows
-    db = options.targets[t] if use_target else options.source
-    side = table.targets[t] if use_target else table.source
-    assert side is not None
-    conn = connect(db, "target" if use_target else "source")
-    try:
-        with conn.cursor() as cur:
-            return chunking.split(
-                chunk,
-                table.key,
-                table.integer_key,
-                max(src_rows, tgt_rows),
-                options.max_task_rows,
-                cur,
-                side,
-            )
-    finally:
-        close(conn)
-
-
 # -- 4. rows -----------------------------------------------------------------------------------
 def _rows_stage(
-    sc: Any, ctx: Context, leaves: list[tuple[Chunk, int]], n: int, report: Report
+    sc: Any, ctx: Context, leaves: list[tuple[Chunk, int, int, int]], n: int, report: Report
 ) -> Any:
     from pyspark import StorageLevel
 

@@ -19,6 +19,9 @@ from .urls import parse_url
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
+LOCAL_SUBMIT_ARGS = (
+    "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -121,6 +124,10 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
     # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise, which
     # may lack binlogsync; in local mode this interpreter is the right one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if not args.master or args.master.startswith("local"):
+        # The driver JVM only schedules tasks here: its quick compiler and a serial GC start it
+        # ~1 s sooner and leave the CPU to the databases (measured on 2 cores).
+        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
     spark = spark_context(args.master, conf)
     try:
         report = run(options, spark, started)  # type: ignore[arg-type]

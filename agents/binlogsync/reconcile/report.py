@@ -226,6 +226,7 @@ class Report:
         for res in self.row_summaries:
             r = self._table(res.table, res.target)
             r.rows_compared += res.source_rows + res.target_rows
+            r.chunks_split += int("." in res.chunk.number)
             r.candidates += res.candidates
             r.rounds = max(r.rounds, res.rounds)
             r.counts.update(dict(res.counts))

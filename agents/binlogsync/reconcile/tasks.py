@@ -46,6 +46,7 @@ from ..config import DatabaseSettings
 from ..errors import BinlogsyncError
 from ..position import Position
 from . import checksums, pinning
+from . import chunks as chunking
 from .checksums import Encoding
 from .chunks import Chunk
 from .connections import close, connect
@@ -286,17 +287,18 @@ def _target_checksum(
 
 # -- level 2: rows of differing chunks, then re-check rounds -----------------------------------
 def rows_partition(
-    ctx: Context, items: Iterable[tuple[Chunk, int]]
+    ctx: Context, items: Iterable[tuple[Chunk, int, int, int]]
 ) -> Iterator[RowResult | TaskError]:
+    """Each item: a chunk that differs on target t, with its rows on the source and there."""
     work = list(items)
     if not work:
         return iter(())
 
     def run(s: _Sessions) -> Iterator[RowResult | TaskError]:
-        for chunk, t in work:
+        for chunk, t, source_rows, target_rows in work:
             table = ctx.tables[chunk.table]
             try:
-                yield _compare_rows(ctx, s, table, t, chunk)
+                yield from _compare_chunk(ctx, s, table, t, chunk, source_rows, target_rows)
             except _Failed as exc:
                 yield TaskError(exc.table, exc.target, str(exc))
             except (BinlogsyncError, OSError) as exc:
@@ -309,6 +311,46 @@ def rows_partition(
                     raise
 
     return _guard(ctx, run)
+
+
+def _compare_chunk(
+    ctx: Context,
+    s: _Sessions,
+    table: TableSpec,
+    t: int,
+    chunk: Chunk,
+    source_rows: int,
+    target_rows: int,
+    depth: int = 0,
+) -> Iterator[RowResult]:
+    """Rows of a differing chunk; one with more than `max_task_rows` rows on either side is
+    first cut into pieces that are checksummed again (pinned as level 1 is), and only the
+    differing pieces are compared row by row, so a task never holds more than that many rows.
+    Done here rather than in a stage of its own: a Spark job costs a second of scheduling."""
+    if max(source_rows, target_rows) <= ctx.max_task_rows or depth >= 32:
+        yield _compare_rows(ctx, s, table, t, chunk)
+        return
+    on_target = target_rows > source_rows
+    conn = s.target(t)[0] if on_target else s.source
+    side = table.targets[t] if on_target else table.source
+    assert side is not None
+    with conn.cursor() as cur:
+        pieces = chunking.split(
+            chunk,
+            table.key,
+            table.integer_key,
+            max(source_rows, target_rows),
+            ctx.max_task_rows,
+            cur,
+            side,
+        )
+    for piece in pieces:
+        result = _checksum_chunk(ctx, s, piece, (t,))
+        source, target = result.source, result.targets[0][1]
+        if (source.count, source.total) != (target.count, target.total):
+            yield from _compare_chunk(
+                ctx, s, table, t, piece, source.count, target.count, depth + 1
+            )
 
 
 def _row_hashes(conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk) -> dict[tuple[Any, ...], int]:

@@ -153,3 +153,30 @@ def test_composite_and_text_keys(spark: Any, origin: Server, target: Server, dbn
         },
         f"{dbname}.w": {("word-777",): ("changed", ("v",)), ("word-1",): ("missing", ())},
     }
+
+
+def test_two_targets_each_get_their_own_differences(
+    spark: Any, sandbox: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
+    second = sandbox.start("rc_target2", 43)
+    try:
+        make_table([origin, target, second], dbname)
+        execute(target, dbname, "DELETE FROM t WHERE id = 42")
+        execute(second, dbname, "UPDATE t SET amount = NULL WHERE id = 43", "DELETE FROM t WHERE id = 2999")
+        report = reconcile(spark, origin, [target, second], [f"{dbname}.t"], out=tmp_path)
+        per_target: dict[int, dict[Any, Any]] = {0: {}, 1: {}}
+        from reconcile_kit import all_diffs
+
+        for d in all_diffs(report):
+            per_target[d.target][d.key] = (d.kind, d.columns)
+        assert per_target == {
+            0: {(42,): ("missing", ())},
+            1: {(43,): ("changed", ("amount",)), (2999,): ("missing", ())},
+        }
+        assert [r.status for r in report.tables] == ["different", "different"]
+        assert {r["target"] for r in parquet_rows(spark, tmp_path)} == {
+            report.tables[0].target,
+            report.tables[1].target,
+        }
+    finally:
+        sandbox.stop("rc_target2")

@@ -1,4 +1,4 @@
-"""The `binlogsync` command: agents, sandbox, keys, status, skip, bench, demo.
+"""The `binlogsync` command: agents, sandbox, keys, status, skip, reconcile, bench, demo.
 
 Exit codes: 0 done, 1 a check found differences or a run failed, 2 bad input (config, usage).
 Every BinlogsyncError is printed as one line that says what is wrong and how to fix it.

@@ -51,6 +51,7 @@ def spark_fixture() -> Iterator[Any]:
     """One local SparkSession for every reconciliation test (import `spark_fixture`)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on loopback
     session = spark_session(
         "local[2]",
         [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")],

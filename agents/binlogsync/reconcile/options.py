@@ -128,6 +128,8 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
         # The driver JVM only schedules tasks here: its quick compiler and a serial GC start it
         # ~1 s sooner and leave the CPU to the databases (measured on 2 cores).
         os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
+        # Local mode stays on loopback from the JVM's first moment (before SparkConf applies).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = spark_context(args.master, conf)
     try:
         report = run(options, spark, started)  # type: ignore[arg-type]

@@ -88,7 +88,7 @@ _PASS = frozenset({int, str, float, Decimal, bytes, type(None)})
 _FIXED_SIZE = {int: 21, float: 26, type(None): 4}
 
 
-def _time_literal(value: dt.timedelta) -> str:
+def time_literal(value: dt.timedelta) -> str:
     # MySQL TIME is a signed duration; str(timedelta) of a negative value is not MySQL's form.
     micros = value // dt.timedelta(microseconds=1)
     sign = "-" if micros < 0 else ""
@@ -120,7 +120,7 @@ def convert(value: Any) -> Any:
     if kind is bool:
         return int(value)
     if isinstance(value, dt.timedelta):
-        return _time_literal(value)
+        return time_literal(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     if isinstance(value, bytearray | memoryview):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ..apply.statements import ident, qualified
+from ..apply.statements import ident, qualified, time_literal
 from ..errors import BinlogsyncError
 from ..model import Change
 from ..position import Position
@@ -277,12 +277,7 @@ def literal(value: Any) -> str:
     if isinstance(value, dt.date):
         return f"'{value.isoformat()}'"
     if isinstance(value, dt.timedelta):
-        micros = value // dt.timedelta(microseconds=1)
-        sign = "-" if micros < 0 else ""
-        seconds, micro = divmod(abs(micros), 1_000_000)
-        minutes, second = divmod(seconds, 60)
-        hours, minute = divmod(minutes, 60)
-        return f"'{sign}{hours:02d}:{minute:02d}:{second:02d}.{micro:06d}'"
+        return f"'{time_literal(value)}'"
     if isinstance(value, set | frozenset):
         value = ",".join(sorted(value))
     return "'" + pymysql.converters.escape_string(str(value)) + "'"

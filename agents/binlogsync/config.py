@@ -167,7 +167,6 @@ class HubConfig:
     heartbeat_liveness: int = 3
     max_message_bytes: int = 64 * 1024 * 1024
     compact_interval: float = 5.0
-    status_timeout: float = 5.0
 
 
 @dataclass(frozen=True)

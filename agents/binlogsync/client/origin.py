@@ -185,6 +185,3 @@ class OriginRole:
         if self.acked is None or upto > self.acked:
             self.acked = upto
         self.metrics.acknowledged.inc(count)
-
-    def reading(self) -> bool:
-        return self.thread is not None and self.thread.is_alive()

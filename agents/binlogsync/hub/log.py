@@ -195,11 +195,6 @@ class HubLog:
             self.db.execute("SELECT COUNT(*) FROM log WHERE origin=?", (origin,)).fetchone()[0]
         )
 
-    def floor(self, origin: str) -> int | None:
-        """The lowest position key still stored for `origin` (None when the log is empty)."""
-        row = self.db.execute("SELECT MIN(pos_key) FROM log WHERE origin=?", (origin,)).fetchone()
-        return row[0]
-
     # -- cursors ---------------------------------------------------------------------------
     def cursors(self) -> dict[tuple[str, str], Position | None]:
         return {

@@ -42,7 +42,6 @@ class Host:
     roles: tuple[str, ...] = ()
     online: bool = False
     last_seen: float | None = None
-    connected_at: float | None = None
     user_id: str | None = None
 
 
@@ -368,7 +367,7 @@ class Hub:
         if host.identity and host.identity != identity:
             self.by_identity.pop(host.identity, None)
         host.identity, host.roles, host.user_id = identity, roles, user_id
-        host.connected_at = host.last_seen = time.time()
+        host.last_seen = time.time()
         self.by_identity[identity] = name
         resume = None
         if "origin" in roles:

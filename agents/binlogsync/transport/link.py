@@ -27,7 +27,6 @@ class HubLink:
         self.context, self.config = context, config
         self.socket: zmq.Socket | None = None
         self.last_heard = self.last_sent = 0.0
-        self.connected_at = 0.0
 
     def connect(self) -> zmq.Socket:
         self.close()
@@ -43,7 +42,7 @@ class HubLink:
             curve.secure_client(sock, security.secret_key_file, security.hub_public_key_file)
         sock.connect(self.config.hub)
         self.socket = sock
-        self.last_heard = self.connected_at = time.monotonic()
+        self.last_heard = time.monotonic()
         return sock
 
     def close(self) -> None:

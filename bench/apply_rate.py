@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/apply_rate.py [--runs 5] [--sandbox DIR]
 
-Starts a throwaway MariaDB target (binlogsync.sandbox), then measures, median of --runs:
+Starts a throwaway MariaDB target (binlogsync.devsite.sandbox), then measures, median of --runs:
 
   * single-row INSERT transactions: 10,000 of them, 1,000 per `Applier.apply` call
     (one target transaction each, checkpoint included) -> transactions/s
@@ -31,15 +31,17 @@ import pymysql
 from binlogsync.apply import Applier
 from binlogsync.apply.statements import DEFAULT_MAX_ROWS
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
-from binlogsync.sandbox import Sandbox, Server
 
 ANCHOR_TPS = 9_500.0  # native replica SQL thread, single-row transactions/s
 ANCHOR_ROWS = 240_000.0  # native replica SQL thread, rows/s in 100-row transactions
 COLUMNS = ("id", "k", "name", "amount", "created")
-TABLE = "CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, k INT NOT NULL, name VARCHAR(64), " \
-        "amount DECIMAL(12,2), created DATETIME(6), KEY (k)) ENGINE=InnoDB"
+TABLE = (
+    "CREATE TABLE {db}.t (id BIGINT PRIMARY KEY, k INT NOT NULL, name VARCHAR(64), "
+    "amount DECIMAL(12,2), created DATETIME(6), KEY (k)) ENGINE=InnoDB"
+)
 
 
 def transactions(db: str, count: int, rows: int) -> list[Transaction]:
@@ -97,8 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sandbox", help="sandbox folder (default: a temporary one)")
-    parser.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS,
-                        help="rows per statement (Applier max_rows)")
+    parser.add_argument(
+        "--max-rows",
+        type=int,
+        default=DEFAULT_MAX_ROWS,
+        help="rows per statement (Applier max_rows)",
+    )
     args = parser.parse_args(argv)
     global MAX_ROWS
     MAX_ROWS = args.max_rows
@@ -117,22 +123,31 @@ def main(argv: list[str] | None = None) -> int:
         )
         multi, multi_all = median_of(
             args.runs,
-            lambda i: multi_n * multi_rows / run(server, f"multi{i}", multi_n, multi_rows,
-                                                 multi_group),
+            lambda i: (
+                multi_n * multi_rows / run(server, f"multi{i}", multi_n, multi_rows, multi_group)
+            ),
         )
 
-    print(f"machine: {os.cpu_count()} cores, {platform.platform()}, Python "
-          f"{platform.python_version()}, MariaDB {version}, PyMySQL {pymysql.__version__}")
-    print(f"median of {args.runs} runs, {MAX_ROWS} rows per statement at most; "
-          "anchor = native replica SQL thread (MACHINE-NOTES)")
+    print(
+        f"machine: {os.cpu_count()} cores, {platform.platform()}, Python "
+        f"{platform.python_version()}, MariaDB {version}, PyMySQL {pymysql.__version__}"
+    )
+    print(
+        f"median of {args.runs} runs, {MAX_ROWS} rows per statement at most; "
+        "anchor = native replica SQL thread (MACHINE-NOTES)"
+    )
     print()
     header = f"{'measure':<52} {'binlogsync':>12} {'anchor':>10} {'ratio':>7}"
     print(header)
     print("-" * len(header))
-    print(f"{'single-row transactions/s (10,000; 1,000 per call)':<52} {single:>12,.0f} "
-          f"{ANCHOR_TPS:>10,.0f} {single / ANCHOR_TPS:>6.2f}x")
-    print(f"{'rows/s in 100-row transactions (500; 50 per call)':<52} {multi:>12,.0f} "
-          f"{ANCHOR_ROWS:>10,.0f} {multi / ANCHOR_ROWS:>6.2f}x")
+    print(
+        f"{'single-row transactions/s (10,000; 1,000 per call)':<52} {single:>12,.0f} "
+        f"{ANCHOR_TPS:>10,.0f} {single / ANCHOR_TPS:>6.2f}x"
+    )
+    print(
+        f"{'rows/s in 100-row transactions (500; 50 per call)':<52} {multi:>12,.0f} "
+        f"{ANCHOR_ROWS:>10,.0f} {multi / ANCHOR_ROWS:>6.2f}x"
+    )
     print()
     print("runs, transactions/s:", ", ".join(f"{v:,.0f}" for v in single_all))
     print("runs, rows/s:        ", ", ".join(f"{v:,.0f}" for v in multi_all))

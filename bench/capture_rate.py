@@ -24,16 +24,16 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import WriteRowsEvent
 
-from binlogsync.capture.reader import BinlogReader, current_position, pymysql_args
+from binlogsync.capture.positions import current_position
+from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Sandbox
 from binlogsync.position import Position
-from binlogsync.sandbox import Sandbox
 from binlogsync.tables import TableFilter
 
 
 def read_ours(db: DatabaseSettings, start: Position, end: Position, cache: bool) -> float:
-    reader = BinlogReader(db, 4242, start, TableFilter(("bench.*",)))
-    reader.cache_table_maps = cache
+    reader = BinlogReader(db, 4242, start, TableFilter(("bench.*",)), cache_table_maps=cache)
     count = 0
     began = time.perf_counter()
     for txn in reader.transactions():
@@ -47,7 +47,7 @@ def read_ours(db: DatabaseSettings, start: Position, end: Position, cache: bool)
 
 def read_library(db: DatabaseSettings, start: Position, end: Position) -> float:
     stream = BinLogStreamReader(
-        connection_settings=pymysql_args(db),
+        connection_settings=db.connect_args(),
         server_id=4243,
         log_file=start.file,
         log_pos=start.offset,

@@ -36,7 +36,7 @@ from typing import Any
 
 import pymysql
 
-from binlogsync.sandbox import Sandbox, Server
+from binlogsync.devsite.sandbox import Sandbox, Server
 
 TABLE = """CREATE TABLE t (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -163,7 +163,9 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
     return seconds, diffs, rss, out
 
 
-def reconcile(source: Server, replica: Server, out: Path) -> tuple[float, float, dict[Any, str], int, str]:
+def reconcile(
+    source: Server, replica: Server, out: Path
+) -> tuple[float, float, dict[Any, str], int, str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     seconds, text, code, rss = timed(
         [
@@ -183,9 +185,7 @@ def reconcile(source: Server, replica: Server, out: Path) -> tuple[float, float,
         raise SystemExit(f"reconcile failed ({code}):\n{text}")
     summary = json.loads((out / "summary.json").read_text())
     work = summary["totals"]["seconds_without_spark_startup"]
-    named = {
-        tuple(d["key"]): d["kind"] for d in summary["tables"][0]["first_differences"]
-    }
+    named = {tuple(d["key"]): d["kind"] for d in summary["tables"][0]["first_differences"]}
     return seconds, work, named, rss, text
 
 
@@ -200,7 +200,11 @@ def machine() -> dict[str, str]:
     import pyspark
 
     mem = next(
-        (int(x.split()[1]) // 1024 for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")),
+        (
+            int(x.split()[1]) // 1024
+            for x in Path("/proc/meminfo").read_text().splitlines()
+            if x.startswith("MemTotal")
+        ),
         0,
     )
     return {
@@ -290,7 +294,9 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
             f"| {r['ratio_without_startup']:.2f} | {'yes' if r['all_found'] else 'NO'} "
             f"| {r['pt_peak_rss_mb']:.0f} MB / {r['reconcile_peak_rss_mb']:.0f} MB |"
         )
-    lines.append(f"\nmedians of {results[0]['runs'] if results else 0} runs each; ratio = reconcile / pt-table-checksum")
+    lines.append(
+        f"\nmedians of {results[0]['runs'] if results else 0} runs each; ratio = reconcile / pt-table-checksum"
+    )
     return "\n".join(lines)
 
 

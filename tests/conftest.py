@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from binlogsync.sandbox import Sandbox, Server
+from binlogsync.devsite.sandbox import Sandbox, Server
 
 
 @pytest.fixture(autouse=True)

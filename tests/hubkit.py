@@ -10,10 +10,10 @@ import zmq
 
 from binlogsync.codec import pack
 from binlogsync.config import HubConfig, Route, Security
+from binlogsync.devsite.sandbox import free_port
 from binlogsync.hub.server import Hub
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
-from binlogsync.sandbox import free_port
 from binlogsync.tables import TableFilter
 from binlogsync.transport import frames
 

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile.job import Options, run, spark_session
 from binlogsync.reconcile.options import LOCAL_SUBMIT_ARGS
 from binlogsync.reconcile.report import Report
-from binlogsync.sandbox import Server
 
 ROWS = 3000
 
@@ -72,7 +72,9 @@ def execute(server: Server, database: str | None, *statements: str, args: Any = 
             cur.execute(statement, args)
 
 
-def make_table(servers: list[Server], database: str, ddl: str = ALL_TYPES, rows: int = ROWS) -> None:
+def make_table(
+    servers: list[Server], database: str, ddl: str = ALL_TYPES, rows: int = ROWS
+) -> None:
     """The same table with the same rows on every server (written without the binlog)."""
     for server in servers:
         execute(
@@ -86,7 +88,9 @@ def make_table(servers: list[Server], database: str, ddl: str = ALL_TYPES, rows:
         )
 
 
-def reconcile(spark: Any, source: Server, targets: list[Server], tables: list[str], **kwargs: Any) -> Report:
+def reconcile(
+    spark: Any, source: Server, targets: list[Server], tables: list[str], **kwargs: Any
+) -> Report:
     kwargs.setdefault("pin", "none")
     kwargs.setdefault("chunk_rows", 400)
     kwargs.setdefault("max_task_rows", 300)

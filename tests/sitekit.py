@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from binlogsync.localsite import LocalSite, wait_until
-from binlogsync.sandbox import Server
-from binlogsync.verify import caught_up, differences, origin_gtid
+from binlogsync.devsite.localsite import LocalSite, wait_until
+from binlogsync.devsite.sandbox import Server
+from binlogsync.devsite.verify import caught_up, differences, origin_gtid
 
 
 def create(servers: list[Server], db: str, *ddl: str) -> None:

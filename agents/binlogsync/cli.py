@@ -56,7 +56,8 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .status import fetch, render
+    from .hubcommands import fetch_status as fetch
+    from .statusview import render
 
     status = fetch(args.config, args.timeout)
     print(json.dumps(status, indent=2) if args.json else render(status))
@@ -84,7 +85,7 @@ def cmd_skip(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from .sandbox import Sandbox
+    from .devsite.sandbox import Sandbox
 
     box = Sandbox(args.dir)
     if args.action == "start":
@@ -106,7 +107,7 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from .ops.paper_timing import main as paper_main
+    from .devsite.paper_timing import main as paper_main
 
     return paper_main(args)
 
@@ -118,7 +119,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import main as demo_main
+    from .devsite.demo import main as demo_main
 
     return demo_main(args)
 

@@ -1,7 +1,7 @@
 """What flows through binlogsync: changes grouped into committed transactions.
 
 Only the capture module sees python-mysql-replication's events; everything after it sees these
-frozen dataclasses. `to_wire`/`from_wire` give the compact list form that travels inside
+frozen dataclasses. A transaction too large to travel in one message travels as `Part`s. `to_wire`/`from_wire` give the compact list form that travels inside
 msgpack (docs/protocol.md); `from_wire` validates shape and types, because the data may come
 from the network.
 """
@@ -9,6 +9,7 @@ from the network.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain
@@ -118,10 +119,82 @@ class Transaction:
         if not isinstance(data, list) or len(data) != 3:
             raise ProtocolError("a transaction must be a list of 3 items")
         position, timestamp, changes = data
-        if not isinstance(timestamp, int | float) or not isinstance(changes, list):
+        if not _finite_time(timestamp) or not isinstance(changes, list):
             raise ProtocolError("malformed transaction timestamp or changes")
         return cls(
             Position.from_wire(position),
             float(timestamp),
             tuple(Change.from_wire(c) for c in changes),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A piece of one origin transaction too large to travel whole.
+
+    Capture cuts a transaction into parts of at most `part_rows` rows (or `part_bytes` of
+    binlog events) while it reads it, so no agent ever holds the whole of it. Parts of one
+    transaction share `begin` (where the transaction starts in the binlog: its id until it
+    ends) and are numbered from 1; the last one has `last` set and carries `end`, the
+    transaction's position, and its commit time. The hub stores the parts and delivers them
+    only once the last one is stored, in order; the target applies all of them in one database
+    transaction, so no reader of the target sees part of an origin transaction.
+    """
+
+    begin: Position
+    number: int
+    last: bool
+    changes: tuple[Change, ...] = field(default=())
+    end: Position | None = None
+    timestamp: float = 0.0
+
+    @property
+    def row_count(self) -> int:
+        return sum(c.row_count for c in self.changes)
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.begin.to_wire(),
+            self.number,
+            self.last,
+            self.end.to_wire() if self.end is not None else None,
+            self.timestamp,
+            [c.to_wire() for c in self.changes],
+        ]
+
+    @classmethod
+    def from_wire(cls, data: Any) -> Part:
+        if not isinstance(data, list) or len(data) != 6:
+            raise ProtocolError("a transaction part must be a list of 6 items")
+        begin, number, last, end, timestamp, changes = data
+        if type(number) is not int or not 1 <= number < 1 << 31 or type(last) is not bool:
+            raise ProtocolError("malformed part number or last flag")
+        if last != (end is not None):
+            raise ProtocolError("the last part, and only it, carries the transaction's end")
+        if not _finite_time(timestamp) or not isinstance(changes, list):
+            raise ProtocolError("malformed part timestamp or changes")
+        return cls(
+            Position.from_wire(begin),
+            number,
+            last,
+            tuple(Change.from_wire(c) for c in changes),
+            Position.from_wire(end) if end is not None else None,
+            float(timestamp),
+        )
+
+
+def body_from_wire(data: Any) -> Transaction | Part:
+    """A BATCH or DELIVER body: a whole transaction (3 items) or a part (6 items)."""
+    if isinstance(data, list) and len(data) == 6:
+        return Part.from_wire(data)
+    return Transaction.from_wire(data)
+
+
+def _finite_time(value: Any) -> bool:
+    """A commit time that msgpack carried as a number, and that is a real moment."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 <= value < 1 << 40
+    )

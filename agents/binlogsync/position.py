@@ -11,7 +11,10 @@ it, so this order is the order of replay. The GTID travels along for people and 
 several GTID domains whose sequence numbers are not comparable to one another.
 
 `key` packs the order into one 64-bit integer (file number << 40 | offset) so that SQLite and
-the target's checkpoint table can compare positions with `<` and `>`.
+the target's checkpoint table can compare positions with `<` and `>`. So that every key fits
+a signed 64-bit integer, file numbers are below 2**23 (MariaDB's own limit is 999999 files
+before it wraps to 7 digits) and offsets below 2**40; anything else is refused as malformed,
+wherever it comes from.
 
 JSON form: `{"file": "binlog.000003", "offset": 1234, "gtid": "0-1-57"}` (`gtid` may be null).
 """
@@ -26,15 +29,23 @@ from .errors import ProtocolError
 
 _FILE_NUMBER = re.compile(r"\.(\d+)$")
 _OFFSET_BITS = 40
+_FILE_NUMBER_LIMIT = 1 << 23
+_MAX_FILE_NAME = 255
 
 
 @lru_cache(maxsize=4096)  # a handful of file names, asked for on every comparison
 def file_number(file: str) -> int:
     """The sequence number of a binlog file name: `binlog.000012` → 12."""
-    match = _FILE_NUMBER.search(file)
+    match = _FILE_NUMBER.search(file) if len(file) <= _MAX_FILE_NAME else None
     if not match:
-        raise ProtocolError(f"binlog file name {file!r} has no numeric suffix")
-    return int(match.group(1))
+        raise ProtocolError(f"binlog file name {file[:80]!r} has no numeric suffix")
+    number = int(match.group(1))
+    if number >= _FILE_NUMBER_LIMIT:
+        raise ProtocolError(
+            f"binlog file number {number} in {file[:80]!r} is out of range "
+            f"(below {_FILE_NUMBER_LIMIT})"
+        )
+    return number
 
 
 @total_ordering
@@ -79,9 +90,9 @@ class Position:
             or isinstance(offset, bool)
             or not 0 <= offset < 1 << _OFFSET_BITS
         ):
-            raise ProtocolError(f"malformed position {data!r}")
-        if gtid is not None and not isinstance(gtid, str):
-            raise ProtocolError(f"malformed gtid in position {data!r}")
+            raise ProtocolError(f"malformed position {str(data)[:200]}")
+        if gtid is not None and (not isinstance(gtid, str) or len(gtid) > 4096):
+            raise ProtocolError(f"malformed gtid in position {str(data)[:200]}")
         file_number(file)
         return cls(file, offset, gtid)
 
@@ -91,7 +102,7 @@ class Position:
     @classmethod
     def from_wire(cls, data: object) -> Position:
         if not isinstance(data, list | tuple) or len(data) != 3:
-            raise ProtocolError(f"malformed position {data!r}")
+            raise ProtocolError(f"malformed position {str(data)[:200]}")
         return cls.from_json({"file": data[0], "offset": data[1], "gtid": data[2]})
 
     @classmethod

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.sandbox import Server
+from binlogsync.devsite.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.localsite import Agent, wait_until
-from binlogsync.sandbox import Sandbox, Server, free_port
-from binlogsync.status import fetch
-from binlogsync.verify import differences
+from binlogsync.devsite.localsite import Agent, wait_until
+from binlogsync.devsite.sandbox import Sandbox, Server, free_port
+from binlogsync.devsite.verify import differences
+from binlogsync.hubcommands import fetch_status as fetch
 from sitekit import create
 
 pytestmark = pytest.mark.e2e

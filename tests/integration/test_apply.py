@@ -18,6 +18,7 @@ import pytest
 from binlogsync.apply import Applier, checkpoint, failed_at
 from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Sandbox, Server, free_port
 from binlogsync.errors import (
     ApplyError,
     ConstraintError,
@@ -28,7 +29,6 @@ from binlogsync.errors import (
 )
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
-from binlogsync.sandbox import Sandbox, Server, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -98,13 +98,23 @@ def dele(s: str, t: str, cols: str, *rows: tuple[Any, ...]) -> Change:
 
 
 def upd(s: str, t: str, cols: str, *pairs: tuple[tuple[Any, ...], tuple[Any, ...]]) -> Change:
-    return Change("update", s, t, tuple(cols.split(",")), tuple(p[0] for p in pairs),
-                  tuple(p[1] for p in pairs))
+    return Change(
+        "update",
+        s,
+        t,
+        tuple(cols.split(",")),
+        tuple(p[0] for p in pairs),
+        tuple(p[1] for p in pairs),
+    )
 
 
 def stored(c: pymysql.Connection, origin_name: str) -> tuple[Any, ...] | None:
-    rows = q(c, "SELECT pos_key, file, `offset`, applied_transactions FROM "
-                "binlogsync.checkpoint WHERE origin = %s", (origin_name,))
+    rows = q(
+        c,
+        "SELECT pos_key, file, `offset`, applied_transactions FROM "
+        "binlogsync.checkpoint WHERE origin = %s",
+        (origin_name,),
+    )
     return rows[0] if rows else None
 
 
@@ -131,30 +141,96 @@ TYPES = """CREATE TABLE types (
     vc VARCHAR(40), tx TEXT, bn BINARY(4), vb VARBINARY(8), bl BLOB,
     js JSON, en ENUM('a','b','c'), st SET('x','y','z'), bt BIT(64)
 ) CHARACTER SET utf8mb4"""
-TYPE_COLUMNS = (
-    "id,ti,tiu,si,mi,i,iu,bi,bu,de,f,d,dt,tm,dtm,ts,yr,vc,tx,bn,vb,bl,js,en,st,bt"
-)
+TYPE_COLUMNS = "id,ti,tiu,si,mi,i,iu,bi,bu,de,f,d,dt,tm,dtm,ts,yr,vc,tx,bn,vb,bl,js,en,st,bt"
 BIG = Decimal("99999999999999999999999999999999999.999999999999999999999999999999")
 NEG_BIG = Decimal("-99999999999999999999999999999999999.999999999999999999999999999999")
 MAX_TIME = dt.timedelta(hours=838, minutes=59, seconds=59)
 TYPE_ROWS = [
-    (1, 127, 255, 32767, 16777215, 2147483647, 4294967295, 2**63 - 1, 2**64 - 1,
-     BIG, 1.5, 1.7976931348623157e308,
-     dt.date(9999, 12, 31), MAX_TIME, dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
-     dt.datetime(2038, 1, 19, 3, 14, 7, 999999), 2155,
-     "😀 ünï 漢字 '\\\" `", "a\x00b\nc\r\x1a", b"\x00\xff\x00\xff", b"\xff\x00'\\",
-     bytes(range(256)), '{"a": [1, 2.5, null], "ü": "😀"}', "c", {"x", "z"}, 2**64 - 1),
-    (2, -128, 0, -32768, 0, -2147483648, 0, -(2**63), 0,
-     NEG_BIG, -0.25, -2.2250738585072014e-308,
-     dt.date(1000, 1, 1), -MAX_TIME, dt.datetime(1000, 1, 1, 0, 0, 0),
-     dt.datetime(1970, 1, 1, 0, 0, 1), 1901,
-     "", "", b"\x00\x00\x00\x00", b"", b"", "[]", "a", set(), 0),
+    (
+        1,
+        127,
+        255,
+        32767,
+        16777215,
+        2147483647,
+        4294967295,
+        2**63 - 1,
+        2**64 - 1,
+        BIG,
+        1.5,
+        1.7976931348623157e308,
+        dt.date(9999, 12, 31),
+        MAX_TIME,
+        dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+        dt.datetime(2038, 1, 19, 3, 14, 7, 999999),
+        2155,
+        "😀 ünï 漢字 '\\\" `",
+        "a\x00b\nc\r\x1a",
+        b"\x00\xff\x00\xff",
+        b"\xff\x00'\\",
+        bytes(range(256)),
+        '{"a": [1, 2.5, null], "ü": "😀"}',
+        "c",
+        {"x", "z"},
+        2**64 - 1,
+    ),
+    (
+        2,
+        -128,
+        0,
+        -32768,
+        0,
+        -2147483648,
+        0,
+        -(2**63),
+        0,
+        NEG_BIG,
+        -0.25,
+        -2.2250738585072014e-308,
+        dt.date(1000, 1, 1),
+        -MAX_TIME,
+        dt.datetime(1000, 1, 1, 0, 0, 0),
+        dt.datetime(1970, 1, 1, 0, 0, 1),
+        1901,
+        "",
+        "",
+        b"\x00\x00\x00\x00",
+        b"",
+        b"",
+        "[]",
+        "a",
+        set(),
+        0,
+    ),
     (3, *([None] * 25)),
-    (4, 0, 1, 0, 1, 0, 1, 0, 1,
-     Decimal("0.000000000000000000000000000001"), 0.0, 1e-300,
-     dt.date(2024, 2, 29), dt.timedelta(seconds=-1.5), dt.datetime(2024, 2, 29, 12, 0),
-     dt.datetime(2024, 2, 29, 12, 0, 0, 123456), 2000,
-     "x", "y", b"\x7f\x80\x00\x01", b"\x00", b"\xff", '{"k": "v"}', "b", {"y"}, 2**63),
+    (
+        4,
+        0,
+        1,
+        0,
+        1,
+        0,
+        1,
+        0,
+        1,
+        Decimal("0.000000000000000000000000000001"),
+        0.0,
+        1e-300,
+        dt.date(2024, 2, 29),
+        dt.timedelta(seconds=-1.5),
+        dt.datetime(2024, 2, 29, 12, 0),
+        dt.datetime(2024, 2, 29, 12, 0, 0, 123456),
+        2000,
+        "x",
+        "y",
+        b"\x7f\x80\x00\x01",
+        b"\x00",
+        b"\xff",
+        '{"k": "v"}',
+        "b",
+        {"y"},
+        2**63,
+    ),
 ]
 
 
@@ -170,8 +246,9 @@ def normalize(row: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def test_every_column_type_round_trips(conn: pymysql.Connection, dbname: str,
-                                       applier: Applier) -> None:
+def test_every_column_type_round_trips(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, TYPES)
     applier.apply([txn(1, ins(dbname, "types", TYPE_COLUMNS, *TYPE_ROWS))])
 
@@ -186,29 +263,35 @@ def test_every_column_type_round_trips(conn: pymysql.Connection, dbname: str,
     assert q(conn, "SELECT id FROM types WHERE vc = '' ORDER BY id") == [(2,)]
     assert q(conn, "SELECT id FROM types WHERE vc IS NULL ORDER BY id") == [(3,)]
     # Exact comparisons inside the server, not only through the driver's conversions.
-    assert q(conn, "SELECT COUNT(*) FROM types WHERE bu = 18446744073709551615 AND "
-                   "bt = b'1111111111111111111111111111111111111111111111111111111111111111' "
-                   "AND bl = UNHEX(%s) AND tm = '838:59:59'", (bytes(range(256)).hex(),)) == [
-        (1,)
-    ]
+    assert q(
+        conn,
+        "SELECT COUNT(*) FROM types WHERE bu = 18446744073709551615 AND "
+        "bt = b'1111111111111111111111111111111111111111111111111111111111111111' "
+        "AND bl = UNHEX(%s) AND tm = '838:59:59'",
+        (bytes(range(256)).hex(),),
+    ) == [(1,)]
     assert q(conn, "SELECT tm FROM types WHERE id = 4") == [(dt.timedelta(seconds=-1.5),)]
 
 
-def test_timestamp_arrives_as_naive_utc(conn: pymysql.Connection, dbname: str,
-                                        applier: Applier) -> None:
+def test_timestamp_arrives_as_naive_utc(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE ev (id INT PRIMARY KEY, ts TIMESTAMP(6) NULL)")
     utc = dt.datetime(2024, 2, 29, 23, 0, 0, 500000)
-    applier.apply([txn(1, ins(dbname, "ev", "id,ts", (1, utc),
-                               (2, dt.datetime(1970, 1, 1, 0, 0, 1))))])
+    applier.apply(
+        [txn(1, ins(dbname, "ev", "id,ts", (1, utc), (2, dt.datetime(1970, 1, 1, 0, 0, 1))))]
+    )
     # Seen from the test's +05:30 session, 23:00 UTC is 04:30 the next day.
-    assert q(conn, "SELECT ts FROM ev WHERE id = 1") == [(dt.datetime(2024, 3, 1, 4, 30, 0, 500000),)]
+    assert q(conn, "SELECT ts FROM ev WHERE id = 1") == [
+        (dt.datetime(2024, 3, 1, 4, 30, 0, 500000),)
+    ]
     assert q(conn, "SELECT UNIX_TIMESTAMP(ts) FROM ev ORDER BY id") == [
-        (Decimal("1709247600.500000"),), (Decimal("1.000000"),)
+        (Decimal("1709247600.500000"),),
+        (Decimal("1.000000"),),
     ]
 
 
-def test_id_zero_replays_as_zero(conn: pymysql.Connection, dbname: str,
-                                 applier: Applier) -> None:
+def test_id_zero_replays_as_zero(conn: pymysql.Connection, dbname: str, applier: Applier) -> None:
     q(conn, "CREATE TABLE a (id INT AUTO_INCREMENT PRIMARY KEY, v VARCHAR(10))")
     applier.apply([txn(1, ins(dbname, "a", "id,v", (0, "zero"), (5, "five")))])
     assert q(conn, "SELECT id, v FROM a ORDER BY id") == [(0, "zero"), (5, "five")]
@@ -216,10 +299,12 @@ def test_id_zero_replays_as_zero(conn: pymysql.Connection, dbname: str,
 
 def test_odd_identifiers(conn: pymysql.Connection, dbname: str, applier: Applier) -> None:
     q(conn, "CREATE TABLE `we``ird%t` (`i d` INT PRIMARY KEY, `v``%s` VARCHAR(10))")
-    applier.apply([
-        txn(1, ins(dbname, "we`ird%t", "i d,v`%s", (1, "a"), (2, "%s"))),
-        txn(2, dele(dbname, "we`ird%t", "i d,v`%s", (1, "a"))),
-    ])
+    applier.apply(
+        [
+            txn(1, ins(dbname, "we`ird%t", "i d,v`%s", (1, "a"), (2, "%s"))),
+            txn(2, dele(dbname, "we`ird%t", "i d,v`%s", (1, "a"))),
+        ]
+    )
     assert q(conn, "SELECT * FROM `we``ird%t`") == [(2, "%s")]
 
 
@@ -235,35 +320,41 @@ def test_generated_target_columns_are_left_to_the_target(
 # -- statements --------------------------------------------------------------------------------
 
 
-def test_composite_key_and_key_changing_updates(conn: pymysql.Connection, dbname: str,
-                                                applier: Applier) -> None:
+def test_composite_key_and_key_changing_updates(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE kv (a INT, b VARCHAR(10), v INT, PRIMARY KEY (a, b))")
     c = "a,b,v"
-    applier.apply([
-        txn(1, ins(dbname, "kv", c, (1, "x", 1), (1, "y", 2), (2, "x", 3))),
-        txn(2, upd(dbname, "kv", c, ((1, "x", 1), (1, "x", 10)), ((1, "y", 2), (3, "y", 2)))),
-        txn(3, dele(dbname, "kv", c, (2, "x", 3))),
-        # One statement that moves (3,y) to (4,y) and then (1,x) onto the freed (3,y).
-        txn(4, upd(dbname, "kv", c, ((3, "y", 2), (4, "y", 2)), ((1, "x", 10), (3, "y", 10)))),
-    ])
+    applier.apply(
+        [
+            txn(1, ins(dbname, "kv", c, (1, "x", 1), (1, "y", 2), (2, "x", 3))),
+            txn(2, upd(dbname, "kv", c, ((1, "x", 1), (1, "x", 10)), ((1, "y", 2), (3, "y", 2)))),
+            txn(3, dele(dbname, "kv", c, (2, "x", 3))),
+            # One statement that moves (3,y) to (4,y) and then (1,x) onto the freed (3,y).
+            txn(4, upd(dbname, "kv", c, ((3, "y", 2), (4, "y", 2)), ((1, "x", 10), (3, "y", 10)))),
+        ]
+    )
     assert q(conn, "SELECT a, b, v FROM kv ORDER BY a, b") == [(3, "y", 10), (4, "y", 2)]
 
 
-def test_single_key_shift_as_the_origin_logs_it(conn: pymysql.Connection, dbname: str,
-                                                applier: Applier) -> None:
+def test_single_key_shift_as_the_origin_logs_it(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     # UPDATE t SET id = id + 1 ORDER BY id DESC on the origin.
     q(conn, "CREATE TABLE s (id INT PRIMARY KEY, v CHAR(1))")
     rows = [(1, "a"), (2, "b"), (3, "c")]
-    applier.apply([
-        txn(1, ins(dbname, "s", "id,v", *rows)),
-        txn(2, upd(dbname, "s", "id,v", *[((i, v), (i + 1, v)) for i, v in reversed(rows)])),
-    ])
+    applier.apply(
+        [
+            txn(1, ins(dbname, "s", "id,v", *rows)),
+            txn(2, upd(dbname, "s", "id,v", *[((i, v), (i + 1, v)) for i, v in reversed(rows)])),
+        ]
+    )
     assert q(conn, "SELECT id, v FROM s ORDER BY id") == [(2, "a"), (3, "b"), (4, "c")]
 
 
-def test_many_rows_are_merged_into_few_statements(conn: pymysql.Connection, dbname: str,
-                                                  settings: DatabaseSettings,
-                                                  origin_name: str) -> None:
+def test_many_rows_are_merged_into_few_statements(
+    conn: pymysql.Connection, dbname: str, settings: DatabaseSettings, origin_name: str
+) -> None:
     q(conn, "CREATE TABLE m (id INT PRIMARY KEY, v INT, pad VARCHAR(20))")
     c = "id,v,pad"
     log = [txn(1, ins(dbname, "m", c, *[(i, i, "p") for i in range(1, 5001)]))]
@@ -272,15 +363,18 @@ def test_many_rows_are_merged_into_few_statements(conn: pymysql.Connection, dbna
     with Recording(settings, origin_name) as applier:
         assert applier.apply(log) == pos(6001)
     # 10,000 upsert rows and 2,500 deletes, at 2,000 rows per statement.
-    assert [(s.kind, s.rows) for s in applier.statements] == [
-        ("upsert", 2000)] * 5 + [("delete", 2000), ("delete", 500)]
+    assert [(s.kind, s.rows) for s in applier.statements] == [("upsert", 2000)] * 5 + [
+        ("delete", 2000),
+        ("delete", 500),
+    ]
     assert q(conn, "SELECT COUNT(*), SUM(v), MIN(id) FROM m") == [
         (2500, Decimal(-sum(range(2501, 5001))), 2501)
     ]
 
 
-def test_statements_split_by_bytes(conn: pymysql.Connection, dbname: str,
-                                   settings: DatabaseSettings, origin_name: str) -> None:
+def test_statements_split_by_bytes(
+    conn: pymysql.Connection, dbname: str, settings: DatabaseSettings, origin_name: str
+) -> None:
     q(conn, "CREATE TABLE big (id INT PRIMARY KEY, b MEDIUMBLOB)")
     blob = bytes(range(256)) * 1024  # 256 KiB, 512 KiB as hex
     with Recording(settings, origin_name, max_bytes=1_200_000) as applier:
@@ -289,23 +383,39 @@ def test_statements_split_by_bytes(conn: pymysql.Connection, dbname: str,
     assert q(conn, "SELECT COUNT(*) FROM big WHERE b = %s", (blob,)) == [(8,)]
 
 
-def test_order_is_kept_within_and_across_transactions(conn: pymysql.Connection, dbname: str,
-                                                     applier: Applier) -> None:
+def test_order_is_kept_within_and_across_transactions(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE o (k INT PRIMARY KEY, v INT)")
-    applier.apply([
-        txn(1, ins(dbname, "o", "k,v", (1, 1))),
-        txn(2, dele(dbname, "o", "k,v", (1, 1))),
-        txn(3, ins(dbname, "o", "k,v", (1, 3))),
-        txn(4, ins(dbname, "o", "k,v", (2, 2))),
-        txn(5, dele(dbname, "o", "k,v", (2, 2))),
-        txn(6, ins(dbname, "o", "k,v", (5, 5)), dele(dbname, "o", "k,v", (5, 5)),
-            ins(dbname, "o", "k,v", (5, 7))),
-        txn(7, ins(dbname, "o", "k,v", (9, 9)), Change("truncate", dbname, "o"),
-            ins(dbname, "o", "k,v", (8, 8))),
-    ])
+    applier.apply(
+        [
+            txn(1, ins(dbname, "o", "k,v", (1, 1))),
+            txn(2, dele(dbname, "o", "k,v", (1, 1))),
+            txn(3, ins(dbname, "o", "k,v", (1, 3))),
+            txn(4, ins(dbname, "o", "k,v", (2, 2))),
+            txn(5, dele(dbname, "o", "k,v", (2, 2))),
+            txn(
+                6,
+                ins(dbname, "o", "k,v", (5, 5)),
+                dele(dbname, "o", "k,v", (5, 5)),
+                ins(dbname, "o", "k,v", (5, 7)),
+            ),
+            txn(
+                7,
+                ins(dbname, "o", "k,v", (9, 9)),
+                Change("truncate", dbname, "o"),
+                ins(dbname, "o", "k,v", (8, 8)),
+            ),
+        ]
+    )
     assert q(conn, "SELECT k, v FROM o ORDER BY k") == [(8, 8)]
-    applier.apply([txn(8, ins(dbname, "o", "k,v", (1, 1))), txn(9, dele(dbname, "o", "k,v", (1, 1))),
-                   txn(10, ins(dbname, "o", "k,v", (1, 3)))])
+    applier.apply(
+        [
+            txn(8, ins(dbname, "o", "k,v", (1, 1))),
+            txn(9, dele(dbname, "o", "k,v", (1, 1))),
+            txn(10, ins(dbname, "o", "k,v", (1, 3))),
+        ]
+    )
     assert q(conn, "SELECT k, v FROM o ORDER BY k") == [(1, 3), (8, 8)]
 
 
@@ -316,15 +426,26 @@ def counter_log(dbname: str) -> list[Transaction]:
     """A counter moved by successive update images, and one history row per transaction."""
     log = [txn(1, ins(dbname, "c", "id,n", (1, 0)), ins(dbname, "h", "id", (1,)))]
     for i in range(2, 12):
-        log.append(txn(i, upd(dbname, "c", "id,n", ((1, i - 2), (1, i - 1))),
-                       ins(dbname, "h", "id", (i,))))
-    log.append(txn(Position("binlog.000002", 4), upd(dbname, "c", "id,n", ((1, 10), (1, 11))),
-                   ins(dbname, "h", "id", (12,))))
+        log.append(
+            txn(i, upd(dbname, "c", "id,n", ((1, i - 2), (1, i - 1))), ins(dbname, "h", "id", (i,)))
+        )
+    log.append(
+        txn(
+            Position("binlog.000002", 4),
+            upd(dbname, "c", "id,n", ((1, 10), (1, 11))),
+            ins(dbname, "h", "id", (12,)),
+        )
+    )
     return log
 
 
-def test_exactly_once_same_list_twice(conn: pymysql.Connection, dbname: str, origin_name: str,
-                                      settings: DatabaseSettings, applier: Applier) -> None:
+def test_exactly_once_same_list_twice(
+    conn: pymysql.Connection,
+    dbname: str,
+    origin_name: str,
+    settings: DatabaseSettings,
+    applier: Applier,
+) -> None:
     q(conn, "CREATE TABLE c (id INT PRIMARY KEY, n INT)")
     q(conn, "CREATE TABLE h (id INT PRIMARY KEY)")
     log = counter_log(dbname)
@@ -344,8 +465,9 @@ def test_exactly_once_same_list_twice(conn: pymysql.Connection, dbname: str, ori
     assert stored(conn, origin_name) == (last.key, "binlog.000002", 4, 12)
 
 
-def test_exactly_once_overlapping_lists(conn: pymysql.Connection, dbname: str, origin_name: str,
-                                        applier: Applier) -> None:
+def test_exactly_once_overlapping_lists(
+    conn: pymysql.Connection, dbname: str, origin_name: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE c (id INT PRIMARY KEY, n INT)")
     q(conn, "CREATE TABLE h (id INT PRIMARY KEY)")
     log = counter_log(dbname)
@@ -373,8 +495,9 @@ def test_upto_moves_the_checkpoint_past_filtered_transactions(
     assert stored(conn, origin_name) == (pos(12).key, "binlog.000001", 1200, 2)
 
 
-def test_a_failure_keeps_nothing_of_the_call(conn: pymysql.Connection, dbname: str,
-                                             origin_name: str, applier: Applier) -> None:
+def test_a_failure_keeps_nothing_of_the_call(
+    conn: pymysql.Connection, dbname: str, origin_name: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE p (id INT PRIMARY KEY, v INT CHECK (v >= 0))")
     applier.apply([txn(1, ins(dbname, "p", "id,v", (1, 1)))])
     before = stored(conn, origin_name)
@@ -391,8 +514,9 @@ def test_a_failure_keeps_nothing_of_the_call(conn: pymysql.Connection, dbname: s
     assert applier.checkpoint() == pos(1)
 
 
-def test_a_failure_in_another_table_keeps_nothing(conn: pymysql.Connection, dbname: str,
-                                                  origin_name: str, applier: Applier) -> None:
+def test_a_failure_in_another_table_keeps_nothing(
+    conn: pymysql.Connection, dbname: str, origin_name: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE p (id INT PRIMARY KEY)")
     log = [txn(i, ins(dbname, "p" if i != 3 else "nope", "id", (i,))) for i in range(1, 6)]
     with pytest.raises(MissingTableError) as caught:
@@ -405,8 +529,9 @@ def test_a_failure_in_another_table_keeps_nothing(conn: pymysql.Connection, dbna
 # -- errors ------------------------------------------------------------------------------------
 
 
-def test_missing_table_then_resumes_by_itself(conn: pymysql.Connection, dbname: str,
-                                              origin_name: str, applier: Applier) -> None:
+def test_missing_table_then_resumes_by_itself(
+    conn: pymysql.Connection, dbname: str, origin_name: str, applier: Applier
+) -> None:
     log = [txn(1, ins(dbname, "later", "id,v", (1, "a")))]
     with pytest.raises(MissingTableError) as caught:
         applier.apply(log)
@@ -418,8 +543,9 @@ def test_missing_table_then_resumes_by_itself(conn: pymysql.Connection, dbname: 
     assert q(conn, "SELECT * FROM later") == [(1, "a")]
 
 
-def test_missing_columns_are_listed(conn: pymysql.Connection, dbname: str,
-                                    applier: Applier) -> None:
+def test_missing_columns_are_listed(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT, extra_target INT DEFAULT 7)")
     log = [txn(1, ins(dbname, "t", "id,v,new1,new2", (1, 1, 2, 3)))]
     with pytest.raises(SchemaMismatchError, match="lacks column\\(s\\) new1, new2"):
@@ -458,15 +584,16 @@ def test_ddl_invalidates_the_cached_table_definition(
     q(conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     applier.apply([txn(1, ins(dbname, "t", "id,v", (1, 1)))])
     q(conn, "ALTER TABLE t ADD COLUMN c INT")  # the DBA ran it before the change arrives
-    applier.apply([
-        txn(2, Change("ddl", dbname, "t", statement="ALTER TABLE t ADD COLUMN c INT")),
-        txn(3, ins(dbname, "t", "id,v,c", (2, 2, 2))),
-    ])
+    applier.apply(
+        [
+            txn(2, Change("ddl", dbname, "t", statement="ALTER TABLE t ADD COLUMN c INT")),
+            txn(3, ins(dbname, "t", "id,v,c", (2, 2, 2))),
+        ]
+    )
     assert q(conn, "SELECT * FROM t ORDER BY id") == [(1, 1, None), (2, 2, 2)]
 
 
-def test_table_without_primary_key(conn: pymysql.Connection, dbname: str,
-                                   applier: Applier) -> None:
+def test_table_without_primary_key(conn: pymysql.Connection, dbname: str, applier: Applier) -> None:
     q(conn, "CREATE TABLE nopk (id INT, v INT)")
     with pytest.raises(NoPrimaryKeyError) as caught:
         applier.apply([txn(1, ins(dbname, "nopk", "id,v", (1, 1)))])
@@ -478,21 +605,25 @@ def test_table_without_primary_key(conn: pymysql.Connection, dbname: str,
 
 def test_foreign_key_refusals(conn: pymysql.Connection, dbname: str, applier: Applier) -> None:
     q(conn, "CREATE TABLE parent (id INT PRIMARY KEY) ENGINE=InnoDB")
-    q(conn, "CREATE TABLE child (id INT PRIMARY KEY, pid INT, "
-            "FOREIGN KEY (pid) REFERENCES parent (id)) ENGINE=InnoDB")
+    q(
+        conn,
+        "CREATE TABLE child (id INT PRIMARY KEY, pid INT, "
+        "FOREIGN KEY (pid) REFERENCES parent (id)) ENGINE=InnoDB",
+    )
     with pytest.raises(ConstraintError, match="1452"):
         applier.apply([txn(1, ins(dbname, "child", "id,pid", (1, 99)))])
-    applier.apply([txn(1, ins(dbname, "parent", "id", (1,))),
-                   txn(2, ins(dbname, "child", "id,pid", (1, 1)))])
+    applier.apply(
+        [txn(1, ins(dbname, "parent", "id", (1,))), txn(2, ins(dbname, "child", "id,pid", (1, 1)))]
+    )
     with pytest.raises(ConstraintError, match="1451"):
         applier.apply([txn(3, dele(dbname, "parent", "id", (1,)))])
     assert q(conn, "SELECT COUNT(*) FROM parent") == [(1,)]
 
 
-def test_not_null_and_unique_refusals(conn: pymysql.Connection, dbname: str,
-                                      applier: Applier) -> None:
-    q(conn, "CREATE TABLE u (id INT PRIMARY KEY, name VARCHAR(10) NOT NULL, "
-            "UNIQUE KEY (name))")
+def test_not_null_and_unique_refusals(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
+    q(conn, "CREATE TABLE u (id INT PRIMARY KEY, name VARCHAR(10) NOT NULL, UNIQUE KEY (name))")
     with pytest.raises(ConstraintError, match="1048"):
         applier.apply([txn(1, ins(dbname, "u", "id,name", (1, None)))])
     applier.apply([txn(1, ins(dbname, "u", "id,name", (1, "ann")))])
@@ -508,16 +639,18 @@ def test_not_null_and_unique_refusals(conn: pymysql.Connection, dbname: str,
     ("column", "value", "code"),
     [("TINYINT", 1000, "1264"), ("VARCHAR(3)", "abcdef", "1406"), ("INT", "x", "1366")],
 )
-def test_values_that_do_not_fit(conn: pymysql.Connection, dbname: str, applier: Applier,
-                                column: str, value: Any, code: str) -> None:
+def test_values_that_do_not_fit(
+    conn: pymysql.Connection, dbname: str, applier: Applier, column: str, value: Any, code: str
+) -> None:
     q(conn, f"CREATE TABLE f (id INT PRIMARY KEY, v {column})")
     with pytest.raises(SchemaMismatchError, match=code) as caught:
         applier.apply([txn(1, ins(dbname, "f", "id,v", (1, value)))])
     assert "does not fit" in str(caught.value)
 
 
-def test_lost_connection_between_calls_reconnects(conn: pymysql.Connection, dbname: str,
-                                                  applier: Applier) -> None:
+def test_lost_connection_between_calls_reconnects(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
     q(conn, "CREATE TABLE k (id INT PRIMARY KEY)")
     applier.apply([txn(1, ins(dbname, "k", "id", (1,)))])
     first = applier.connection_id
@@ -527,8 +660,9 @@ def test_lost_connection_between_calls_reconnects(conn: pymysql.Connection, dbna
     assert q(conn, "SELECT id FROM k ORDER BY id") == [(1,), (2,)]
 
 
-def test_lost_connection_during_a_call(conn: pymysql.Connection, dbname: str, origin_name: str,
-                                       settings: DatabaseSettings) -> None:
+def test_lost_connection_during_a_call(
+    conn: pymysql.Connection, dbname: str, origin_name: str, settings: DatabaseSettings
+) -> None:
     q(conn, "CREATE TABLE k (id INT PRIMARY KEY)")
     q(conn, "CREATE TABLE other (id INT PRIMARY KEY)")
 
@@ -563,7 +697,10 @@ def test_unreachable_target(origin_name: str) -> None:
 
 
 def test_two_appliers_of_one_origin_cannot_both_commit(
-    conn: pymysql.Connection, dbname: str, origin_name: str, settings: DatabaseSettings,
+    conn: pymysql.Connection,
+    dbname: str,
+    origin_name: str,
+    settings: DatabaseSettings,
     applier: Applier,
 ) -> None:
     q(conn, "CREATE TABLE c (id INT PRIMARY KEY, n INT)")
@@ -583,7 +720,10 @@ def test_two_appliers_of_one_origin_cannot_both_commit(
 
 
 def test_skip_moves_past_one_transaction_and_is_recorded(
-    conn: pymysql.Connection, dbname: str, origin_name: str, settings: DatabaseSettings,
+    conn: pymysql.Connection,
+    dbname: str,
+    origin_name: str,
+    settings: DatabaseSettings,
     applier: Applier,
 ) -> None:
     q(conn, "CREATE TABLE p (id INT PRIMARY KEY, v INT CHECK (v >= 0))")
@@ -596,7 +736,9 @@ def test_skip_moves_past_one_transaction_and_is_recorded(
 
     with pytest.raises(ApplyError, match="already applied"):
         checkpoint.skip(settings, origin_name, pos(2), "wrong one")
-    assert checkpoint.skip(settings, origin_name, failing, "v < 0 is refused here (TICKET-1)") == pos(3)
+    assert checkpoint.skip(
+        settings, origin_name, failing, "v < 0 is refused here (TICKET-1)"
+    ) == pos(3)
     with pytest.raises(ApplyError, match="already applied"):
         checkpoint.skip(settings, origin_name, pos(3), "twice")
 
@@ -618,8 +760,9 @@ def test_skip_needs_a_reason(settings: DatabaseSettings, origin_name: str) -> No
         checkpoint.skip(settings, origin_name, pos(1), "  ")
 
 
-def test_skip_of_a_never_applied_origin(conn: pymysql.Connection, settings: DatabaseSettings,
-                                        origin_name: str) -> None:
+def test_skip_of_a_never_applied_origin(
+    conn: pymysql.Connection, settings: DatabaseSettings, origin_name: str
+) -> None:
     assert checkpoint.skip(settings, origin_name, pos(7), "start here") == pos(7)
     assert stored(conn, origin_name) == (pos(7).key, "binlog.000001", 700, 0)
 

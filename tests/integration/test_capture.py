@@ -22,18 +22,15 @@ from typing import Any
 import pytest
 
 from binlogsync import codec
-from binlogsync.capture.reader import (
-    BinlogReader,
-    _fix_negative_time,
-    current_position,
-    earliest_position,
-    parse_statement,
-)
+from binlogsync.capture.ddl import parse_statement
+from binlogsync.capture.positions import current_position, earliest_position
+from binlogsync.capture.reader import BinlogReader
+from binlogsync.capture.values import _fix_negative_time
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Sandbox, Server, free_port
 from binlogsync.errors import PreflightError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
-from binlogsync.sandbox import Sandbox, Server, free_port
 from binlogsync.tables import TableFilter
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -86,8 +83,9 @@ def capture(
     if end <= start:
         return []
     assert end.gtid, "the sandbox servers write GTIDs"
-    reader = BinlogReader(settings(server), next(_reader_ids), start, tables, heartbeat=0.2)
-    reader.cache_table_maps = cache
+    reader = BinlogReader(
+        settings(server), next(_reader_ids), start, tables, heartbeat=0.2, cache_table_maps=cache
+    )
     watchdog = threading.Timer(timeout, reader.stop)
     watchdog.start()
     out: list[Transaction] = []
@@ -688,7 +686,8 @@ def test_parse_statement_without_default_schema() -> None:
 
 def _query(sql: str, log_pos: int, schema: bytes = b"d") -> Any:
     packet = type("Packet", (), {"log_pos": log_pos})()
-    return type("Query", (), {"schema": schema, "query": sql, "packet": packet, "timestamp": 7})()
+    fields = {"schema": schema, "query": sql, "packet": packet, "timestamp": 7, "event_size": 20}
+    return type("Query", (), fields)()
 
 
 @unit

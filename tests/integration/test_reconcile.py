@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.sandbox import Server
+from binlogsync.devsite.sandbox import Server
 from reconcile_kit import (
     ROWS,
     execute,
@@ -30,7 +30,7 @@ DAMAGE = [
     "UPDATE t SET note = NULL WHERE id = 101",  # text on the source, NULL here
     "UPDATE t SET amount = amount + 0.0001 WHERE id = 200",  # the last digit of the scale
     "UPDATE t SET ts = ts + INTERVAL 1 MICROSECOND WHERE id = 300",  # DATETIME(6) fraction
-    "UPDATE t SET doc = '{\"tags\":[\"x\",\"y\"],\"k\":401}' WHERE id = 401",  # JSON key order
+    'UPDATE t SET doc = \'{"tags":["x","y"],"k":401}\' WHERE id = 401',  # JSON key order
     "UPDATE t SET data = CONCAT(LEFT(data, 3), X'00', SUBSTRING(data, 5)) WHERE id = 500",  # 1 byte
     "UPDATE t a JOIN t b ON a.id = 600 AND b.id = 601 SET a.name = b.name, b.name = a.name",  # swap
     "UPDATE t SET f = f + 0.0001 WHERE id = 700",  # FLOAT: 233.3334 prints as 233.333
@@ -75,7 +75,9 @@ def damaged(origin: Server, target: Server, dbname: str) -> str:
     return dbname
 
 
-def test_equal_tables_report_equal(spark: Any, origin: Server, target: Server, dbname: str, tmp_path: Path) -> None:
+def test_equal_tables_report_equal(
+    spark: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
     make_table([origin, target], dbname)
     report = reconcile(spark, origin, [target], [f"{dbname}.t"], out=tmp_path)
     assert report.exit_code == 0, report.render()
@@ -128,8 +130,14 @@ def test_composite_and_text_keys(spark: Any, origin: Server, target: Server, dbn
     )
     text = "CREATE TABLE w (word VARCHAR(30) NOT NULL PRIMARY KEY, v INT)"
     for server in (origin, target):
-        execute(server, dbname, "SET SESSION sql_log_bin = 0", fill, text,
-                "INSERT INTO w SELECT CONCAT('word-', seq), seq FROM seq_1_to_1500")
+        execute(
+            server,
+            dbname,
+            "SET SESSION sql_log_bin = 0",
+            fill,
+            text,
+            "INSERT INTO w SELECT CONCAT('word-', seq), seq FROM seq_1_to_1500",
+        )
     execute(
         target,
         dbname,
@@ -139,7 +147,9 @@ def test_composite_and_text_keys(spark: Any, origin: Server, target: Server, dbn
         "UPDATE w SET v = -1 WHERE word = 'word-777'",
         "DELETE FROM w WHERE word = 'word-1'",
     )
-    report = reconcile(spark, origin, [target], [f"{dbname}.c", f"{dbname}.w"], chunk_rows=250, max_task_rows=100)
+    report = reconcile(
+        spark, origin, [target], [f"{dbname}.c", f"{dbname}.w"], chunk_rows=250, max_task_rows=100
+    )
     by_table: dict[str, dict[Any, Any]] = {}
     from reconcile_kit import all_diffs
 
@@ -162,7 +172,12 @@ def test_two_targets_each_get_their_own_differences(
     try:
         make_table([origin, target, second], dbname)
         execute(target, dbname, "DELETE FROM t WHERE id = 42")
-        execute(second, dbname, "UPDATE t SET amount = NULL WHERE id = 43", "DELETE FROM t WHERE id = 2999")
+        execute(
+            second,
+            dbname,
+            "UPDATE t SET amount = NULL WHERE id = 43",
+            "DELETE FROM t WHERE id = 2999",
+        )
         report = reconcile(spark, origin, [target, second], [f"{dbname}.t"], out=tmp_path)
         per_target: dict[int, dict[Any, Any]] = {0: {}, 1: {}}
         from reconcile_kit import all_diffs

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.sandbox import Server, free_port
 from binlogsync.reconcile.job import Options
 from binlogsync.reconcile.tasks import RowResult
-from binlogsync.sandbox import Server, free_port
 from reconcile_kit import (
     ROWS,
     db,
@@ -76,8 +76,18 @@ def test_bad_input_gives_clear_messages_and_changes_nothing(
     make_table([origin, target], dbname)
     for server in (origin, target):
         execute(server, dbname, "SET SESSION sql_log_bin = 0", "CREATE TABLE nokey (a INT, b INT)")
-    execute(origin, dbname, "SET SESSION sql_log_bin = 0", "CREATE TABLE cols (id INT PRIMARY KEY, a INT, b INT)")
-    execute(target, dbname, "SET SESSION sql_log_bin = 0", "CREATE TABLE cols (id INT PRIMARY KEY, a INT, c INT)")
+    execute(
+        origin,
+        dbname,
+        "SET SESSION sql_log_bin = 0",
+        "CREATE TABLE cols (id INT PRIMARY KEY, a INT, b INT)",
+    )
+    execute(
+        target,
+        dbname,
+        "SET SESSION sql_log_bin = 0",
+        "CREATE TABLE cols (id INT PRIMARY KEY, a INT, c INT)",
+    )
     before = (_state(origin, dbname), _state(target, dbname))
 
     tables = [f"{dbname}.t", f"{dbname}.nope", f"{dbname}.nokey", f"{dbname}.cols"]
@@ -117,9 +127,7 @@ def test_table_bigger_than_one_task_is_split_not_loaded(
     by checksum until they fit, and every row is still named."""
     make_table([origin, target], dbname)
     execute(target, dbname, "UPDATE t SET name = CONCAT(name, '!')")
-    report = reconcile(
-        spark, origin, [target], [f"{dbname}.t"], chunk_rows=1000, max_task_rows=100
-    )
+    report = reconcile(spark, origin, [target], [f"{dbname}.t"], chunk_rows=1000, max_task_rows=100)
     diffs = found(report)
     assert len(diffs) == ROWS and set(diffs.values()) == {("changed", ("name",))}
     results = report.rows_rdd.filter(lambda r: isinstance(r, RowResult)).collect()
@@ -127,7 +135,9 @@ def test_table_bigger_than_one_task_is_split_not_loaded(
     assert report.tables[0].chunks_split >= ROWS // 100
 
 
-def test_spark_submit_runs_the_job(origin: Server, target: Server, dbname: str, tmp_path: Path) -> None:
+def test_spark_submit_runs_the_job(
+    origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
     make_table([origin, target], dbname, rows=500)
     execute(target, dbname, "DELETE FROM t WHERE id = 250")
     submit = Path(sys.executable).parent / "spark-submit"
@@ -183,7 +193,9 @@ def test_native_replica_is_pinned_by_gtid_and_a_stopped_one_is_refused(
             cur.execute("SELECT MASTER_GTID_WAIT(%s, 60)", (gtid,))
             assert cur.fetchone()[0] == 0
         # Damage the replica behind replication's back, then keep the source writing a little.
-        execute(replica, dbname, "SET SESSION sql_log_bin = 0", "UPDATE t SET v = 'x' WHERE id = 1234")
+        execute(
+            replica, dbname, "SET SESSION sql_log_bin = 0", "UPDATE t SET v = 'x' WHERE id = 1234"
+        )
         execute(source, dbname, "UPDATE t SET v = 'live' WHERE id = 7")
         report = reconcile(spark, source, [replica], [f"{dbname}.t"], pin="auto")
         assert report.tables[0].pin == "native replica (GTID wait)"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.sandbox import Server
+from binlogsync.devsite.sandbox import Server
 from reconcile_kit import (
     execute,
     found,

@@ -80,7 +80,9 @@ def test_pair_refuses_what_cannot_be_compared() -> None:
     other = TableDef("s", "t", (_column("id", "int", False), _column("w", "int")), ("id",))
     with pytest.raises(TableError, match="only on the source: v; only on t: w"):
         pair(keyed, other, "t")
-    wider = TableDef("s", "t", (_column("id", "int", False), Column("v", "int", "bigint", True)), ("id",))
+    wider = TableDef(
+        "s", "t", (_column("id", "int", False), Column("v", "int", "bigint", True)), ("id",)
+    )
     assert "column v is int on the source but bigint on t" in pair(keyed, wider, "t").notes[0]
 
 

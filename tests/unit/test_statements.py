@@ -267,8 +267,11 @@ def test_composite_key_delete_sql() -> None:
     layout = Layout.build(TableInfo("s", "t", ("a", "b", "v"), ("a", "b")), ("a", "b", "v"))
     out = run(
         StatementBuilder(),
-        (Change("delete", "s", "t", ("a", "b", "v"), ((1, "x", 0), (2, "y", 0)), ()), layout,
-         pos(1)),
+        (
+            Change("delete", "s", "t", ("a", "b", "v"), ((1, "x", 0), (2, "y", 0)), ()),
+            layout,
+            pos(1),
+        ),
     )
     assert out[0].sql == "DELETE FROM `s`.`t` WHERE (`a`,`b`) IN ((%s,%s),(%s,%s))"
     assert out[0].params == [1, "x", 2, "y"]
@@ -277,8 +280,13 @@ def test_composite_key_delete_sql() -> None:
 def test_update_changing_the_key_deletes_the_old_key_first() -> None:
     out = run(
         StatementBuilder(),
-        (update(((1, "a", 1), (1, "a", 2)), ((5, "e", 5), (6, "e", 5)), ((7, "g", 7), (7, "h", 7))),
-         LAYOUT, pos(1)),
+        (
+            update(
+                ((1, "a", 1), (1, "a", 2)), ((5, "e", 5), (6, "e", 5)), ((7, "g", 7), (7, "h", 7))
+            ),
+            LAYOUT,
+            pos(1),
+        ),
     )
     assert [(s.kind, s.params) for s in out] == [
         ("upsert", [1, "a", 2]),
@@ -333,8 +341,10 @@ def test_bytes_are_estimated_by_hex_length() -> None:
 
 def test_statements_format_with_their_parameters() -> None:
     layout = Layout.build(TableInfo("we`ird", "50%off", ("id",), ("id",)), ("id",))
-    (st,) = run(StatementBuilder(), (Change("insert", "we`ird", "50%off", ("id",), (), ((1,),)),
-                                    layout, pos(1)))
+    (st,) = run(
+        StatementBuilder(),
+        (Change("insert", "we`ird", "50%off", ("id",), (), ((1,),)), layout, pos(1)),
+    )
     assert st.sql % tuple(map(str, st.params)) == (
         "INSERT INTO `we``ird`.`50%off` (`id`) VALUES (1) "
         "ON DUPLICATE KEY UPDATE `id`=IF(`id`<=>VALUES(`id`),`id`,NULL)"

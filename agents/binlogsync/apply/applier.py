@@ -1,14 +1,22 @@
 """Apply origin transactions to a target database, exactly once.
 
 One `apply()` call is one target transaction: transactions at or below the checkpoint are
-skipped, the rest are applied in order with merged, parameterized statements
-(`statements.py`), the checkpoint row moves to the last applied position (or `upto`, when the
-caller knows that nothing up to there concerns this target) in the same transaction, and then
-it commits. Any failure rolls the whole call back and raises an ApplyError subclass (or
+skipped; the checkpoint row moves to the last applied position (or `upto`, when the caller
+knows that nothing up to there concerns this target) first, then the rest are applied in order
+with merged, parameterized statements (`statements.py`, run by `pipeline.py`), and then it
+commits. Any failure rolls the whole call back and raises an ApplyError subclass (or
 UnreachableError) that names the origin, the failing transaction's position, the table, the
-cause and the fix. Nothing is skipped silently; retrying is the caller's job, and a retry
-re-reads the checkpoint and the target's table definitions, so it resumes by itself once the
-cause is fixed.
+cause and the fix (`failures.py`). Nothing is skipped silently; retrying is the caller's job,
+and a retry re-reads the checkpoint and the target's table definitions (`targettables.py`), so
+it resumes by itself once the cause is fixed.
+
+A transaction that travels in parts is streamed: `apply_part` opens one target transaction
+at its first part, applies each part as it arrives, and commits with the last one, so memory
+holds one part at a time and no reader of the target ever sees part of it.
+
+The checkpoint row is written first in every target transaction: it locks the row against a
+concurrent skip, and in the target's own binlog it comes before the rows, so that a two-way
+capture recognises our transactions from their first event (loop prevention).
 
 Sessions on the target: time_zone '+00:00' (TIMESTAMPs travel as naive UTC), the server's
 sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0), autocommit off, utf8mb4.
@@ -16,55 +24,27 @@ sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0), autocommit off, utf8mb4
 DDL is never executed: a "ddl" change only drops the cached definition of its table (or of
 its whole schema when it names no table) and is remembered, so that a later MissingTableError
 or SchemaMismatchError can say what the origin ran.
-
-PyMySQL's exceptions are translated here, at the module edge.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pymysql
 
+from .. import mysql
 from ..config import DatabaseSettings
-from ..errors import (
-    ApplyError,
-    BinlogsyncError,
-    ConfigError,
-    ConstraintError,
-    MissingTableError,
-    SchemaMismatchError,
-    UnreachableError,
-)
-from ..model import Change, Transaction
+from ..errors import ApplyError, BinlogsyncError, ConfigError, UnreachableError
+from ..model import Change, Part, Transaction
 from ..position import Position
 from . import checkpoint as checkpoints
-from .checkpoint import connect_args
-from .statements import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_ROWS,
-    Layout,
-    Statement,
-    StatementBuilder,
-    TableInfo,
-    is_generated,
-)
-
-# MySQL/MariaDB error codes, by what they mean for a row that the origin accepted.
-_MISSING_TABLE = frozenset({1049, 1146})
-_MISSING_COLUMN = frozenset({1054})
-_NO_DEFAULT = frozenset({1364})
-_VALUE = frozenset({1138, 1264, 1265, 1292, 1366, 1367, 1406, 1411, 1690, 3140, 4078})
-_CONSTRAINT = frozenset({1048, 1062, 1216, 1217, 1451, 1452, 1557, 1586, 1761, 1762, 3819, 4025})
-_TRANSIENT = frozenset({1205, 1213})
-_DENIED = frozenset({1044, 1045, 1142, 1143, 1227})
-_PACKET_TOO_LARGE = 1153
-
-_SHOW_DDL = 500  # characters of a DDL statement quoted in messages
+from . import failures
+from .pipeline import Pipeline, StatementFailed, execute
+from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
+from .targettables import TargetTables
 
 
 def failed_at(error: BaseException) -> Position | None:
@@ -78,6 +58,10 @@ def failed_at(error: BaseException) -> Position | None:
     return position if isinstance(position, Position) else None
 
 
+class StaleStream(Exception):
+    """A part that does not continue the transaction being streamed (a re-send is coming)."""
+
+
 class _Ambiguous(Exception):
     """A statement carrying several transactions failed on its data (internal)."""
 
@@ -86,61 +70,23 @@ class _Ambiguous(Exception):
         self.error = error
 
 
-class _StatementFailed(Exception):
-    """A statement failed on the worker thread (internal): the driver error and the statement."""
+@dataclass
+class _Session:
+    """One open target transaction: its cursor, statements in flight, and checkpoints."""
 
-    def __init__(self, cause: BaseException, statement: Statement) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.statement = statement
+    cursor: Any
+    pipeline: Pipeline
+    builder: StatementBuilder
+    base: Position | None  # the checkpoint when it began
 
 
-class _Pipeline:
-    """Runs one call's statements in order on the applier's worker thread, one at a time.
+@dataclass
+class _Stream:
+    """A transaction arriving in parts: which one, which part comes next."""
 
-    The next statement is built and bound (escaped by the driver) on the caller's thread while
-    the server executes the previous one: the two halves of the work overlap. Every other use
-    of the connection waits for the running statement first.
-    """
-
-    def __init__(self, applier: Applier, cursor: Any) -> None:
-        self.applier = applier
-        self.cursor = cursor
-        self.running: Future[None] | None = None
-        self.statement: Statement | None = None
-
-    def submit(self, statement: Statement) -> None:
-        bound = replace(
-            statement, sql=self.cursor.mogrify(statement.sql, statement.params), params=None
-        )
-        self.wait()
-        self.statement = statement
-        self.running = self.applier._worker().submit(self.applier._execute, self.cursor, bound)
-
-    def run_here(self, statement: Statement) -> None:
-        """Run `statement` on the calling thread, after the running one."""
-        self.wait()
-        try:
-            self.applier._execute(self.cursor, statement)
-        except (pymysql.err.MySQLError, OSError) as exc:
-            raise _StatementFailed(exc, statement) from exc
-
-    def wait(self) -> None:
-        """Wait for the running statement; its driver error is raised as _StatementFailed."""
-        running, statement = self.running, self.statement
-        self.running = self.statement = None
-        if running is None or statement is None:
-            return
-        try:
-            running.result()
-        except (pymysql.err.MySQLError, OSError) as exc:
-            raise _StatementFailed(exc, statement) from exc
-
-    def settle(self) -> None:
-        """Wait for the running statement and ignore how it ended (an error is being raised)."""
-        running, self.running, self.statement = self.running, None, None
-        if running is not None:
-            wait([running])
+    end: Position
+    next: int
+    session: _Session | None  # None: already applied, its parts are skipped
 
 
 class Applier:
@@ -148,6 +94,7 @@ class Applier:
 
     Connects lazily, checks the connection at the start of every call and reconnects if it
     was lost. Not thread-safe: one applier per (origin, target), used by one thread.
+    `epoch` (the hub log's identity, from WELCOME) is written with every checkpoint.
     """
 
     def __init__(
@@ -158,6 +105,7 @@ class Applier:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         connect_timeout: float = 10.0,
+        epoch: str | None = None,
     ) -> None:
         if not origin or len(origin) > 64:
             raise ConfigError(
@@ -166,21 +114,21 @@ class Applier:
             )
         self.db = db
         self.origin = origin
+        self.epoch = epoch
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.connect_timeout = connect_timeout
+        self.tables = TargetTables(origin, db)
         self._conn: Any = None
         self._packet_bytes = max_bytes
         self._strict = True  # the session's sql_mode is strict (decides the upsert guard)
         self._schema_ready = False
         self._checkpoint: Position | None = None
         self._checkpoint_known = False
-        self._tables: dict[tuple[str, str], TableInfo] = {}
-        self._layouts: dict[tuple[str, str, tuple[str, ...]], Layout] = {}
-        self._ddl: dict[tuple[str, str], tuple[Position, str]] = {}
         self._doing = ""  # what the current call is doing, for messages
         self._executor: ThreadPoolExecutor | None = None
-        self._pipeline: _Pipeline | None = None
+        self._session: _Session | None = None
+        self._stream: _Stream | None = None
 
     # -- public ------------------------------------------------------------------------------
     @property
@@ -188,8 +136,14 @@ class Applier:
         """The server's id of the current connection (None when not connected)."""
         return None if self._conn is None else int(self._conn.thread_id())
 
+    @property
+    def streaming(self) -> Position | None:
+        """The end of the transaction being streamed in parts, if one is open."""
+        return self._stream.end if self._stream is not None else None
+
     def checkpoint(self) -> Position | None:
         """The target's checkpoint for this origin, read now (None: nothing applied yet)."""
+        self.abort_stream()
         try:
             conn = self._connection()
             with conn.cursor() as cur:
@@ -213,6 +167,7 @@ class Applier:
         The checkpoint becomes max(checkpoint, last applied position, upto). Raises an
         ApplyError subclass or UnreachableError after rolling everything of this call back.
         """
+        self.abort_stream()
         try:
             try:
                 return self._run(transactions, upto, across=True, commit=True)
@@ -237,6 +192,7 @@ class Applier:
         ends in the origin's current state, and no change the target had not applied is
         skipped.
         """
+        self.abort_stream()
         try:
             result = self._run([transaction], None, across=True, commit=True, rewind=snapshot)
         except _Ambiguous as ambiguous:
@@ -249,7 +205,53 @@ class Applier:
         assert result is not None
         return result
 
+    def apply_part(self, part: Part, end: Position) -> Position | None:
+        """Apply one part of the transaction that ends at `end`; the last part commits.
+
+        Part 1 opens a target transaction (or, when `end` is at or below the checkpoint, notes
+        that the parts are to be skipped); each later part must continue it, else StaleStream.
+        Returns the new checkpoint after the last part, None before. On any error the target
+        transaction is rolled back and the error names `end`; the parts must then be sent
+        again from part 1.
+        """
+        if part.number == 1:
+            self.abort_stream()
+        stream = self._stream
+        if part.number != 1 and (stream is None or stream.end != end or stream.next != part.number):
+            raise StaleStream(f"part {part.number} of {end} does not continue the stream")
+        try:
+            if stream is None:
+                stream = self._stream = self._begin_stream(end)
+            stream.next += 1
+            if stream.session is not None:
+                self._add(stream.session, [part.changes], end, across=True)
+            if not part.last:
+                return None
+            self._stream = None
+            if stream.session is None:
+                return self._checkpoint
+            self._finish(stream.session)
+            self._checkpoint = end
+            return end
+        except _Ambiguous as ambiguous:  # one transaction: the error is precise already
+            self._fail_stream()
+            error = ambiguous.error
+            raise error from error.__cause__
+        except BaseException as exc:
+            self._fail_stream()
+            if isinstance(exc, ApplyError) and exc.position is None:
+                exc.position = end
+            raise
+
+    def abort_stream(self) -> None:
+        """Roll back a transaction being streamed (its parts will be sent again)."""
+        stream, self._stream = self._stream, None
+        if stream is not None and stream.session is not None:
+            self._end_session(stream.session)
+            self._rollback()
+
     def close(self) -> None:
+        self.abort_stream()
         self._drop()
         worker, self._executor = self._executor, None
         if worker is not None:
@@ -261,7 +263,140 @@ class Applier:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- one call ----------------------------------------------------------------------------
+    # -- one target transaction --------------------------------------------------------------
+    def _open_session(self) -> _Session:
+        conn = self._connection()
+        cur = conn.cursor()
+        try:
+            if not self._checkpoint_known:
+                self._doing = "reading the checkpoint"
+                self._checkpoint = checkpoints.read(cur, self.origin)
+                self._checkpoint_known = True
+        except BaseException:
+            cur.close()
+            raise
+        session = _Session(
+            cur,
+            Pipeline(cur, self._worker(), self._execute),
+            StatementBuilder(self.max_rows, self._packet_bytes),
+            self._checkpoint,
+        )
+        self._session = session
+        self.tables.before_query = session.pipeline.wait  # one statement at a time
+        return session
+
+    def _end_session(self, session: _Session) -> None:
+        session.pipeline.settle()
+        try:
+            session.cursor.close()
+        except (pymysql.err.MySQLError, OSError):
+            pass
+        if self._session is session:
+            self._session = None
+
+    def _write_checkpoint(self, session: _Session, new: Position, count: int) -> None:
+        self._doing = "moving the checkpoint"
+        checkpoints.write(
+            session.cursor, self.origin, new, count, expected=session.base, epoch=self.epoch
+        )
+
+    def _add(
+        self,
+        session: _Session,
+        changesets: Sequence[tuple[Change, ...]],
+        position: Position,
+        across: bool,
+    ) -> None:
+        """Queue the statements of `changesets` (all of the transaction at `position`)."""
+        cur, builder, pipeline = session.cursor, session.builder, session.pipeline
+        change: Change | None = None
+        statement: Statement | None = None
+        try:
+            for changes in changesets:
+                for change in changes:
+                    if change.kind == "ddl":
+                        self.tables.note_ddl(position, change)
+                        continue
+                    self._doing = "reading the table definition"
+                    if change.kind == "truncate":
+                        self.tables.table(cur, position, change.schema, change.table)
+                        ready = builder.truncate(change.schema, change.table, position)
+                    else:
+                        layout = self.tables.layout(cur, position, change, self._strict)
+                        ready = builder.add(change, layout, position)
+                    self._doing = ""
+                    for statement in ready:
+                        pipeline.submit(statement)
+                    statement = None
+            change = None
+            if not across:
+                for statement in builder.flush():
+                    pipeline.submit(statement)
+                statement = None
+        except StatementFailed as failed:
+            raise self._statement_failed(failed) from failed.cause
+        except (pymysql.err.MySQLError, OSError) as exc:
+            pipeline.settle()
+            raise self._failure(exc, statement, position, change) from exc
+        except ApplyError as exc:
+            if exc.position is None:
+                exc.position = position
+            raise
+
+    def _finish(self, session: _Session, commit: bool = True) -> None:
+        """Run what is left, then commit (or roll back, for a dry run)."""
+        builder, pipeline = session.builder, session.pipeline
+        try:
+            final = builder.flush()
+            for statement in final[:-1]:
+                pipeline.submit(statement)
+            if final:
+                pipeline.run_here(final[-1])
+            pipeline.wait()
+            if commit:
+                self._doing = "committing"
+                self._conn.commit()
+            else:
+                self._conn.rollback()
+        except StatementFailed as failed:
+            raise self._statement_failed(failed) from failed.cause
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise self._failure(exc, None, None, None) from exc
+        finally:
+            self._end_session(session)
+
+    def _statement_failed(self, failed: StatementFailed) -> BaseException:
+        statement = failed.statement
+        if self._session is not None:
+            self._session.pipeline.settle()
+        self._doing = f"running a {statement.rows}-row {statement.kind}"
+        return self._failure(failed.cause, statement, None, None)
+
+    def _begin_stream(self, end: Position) -> _Stream:
+        session = self._open_session()
+        try:
+            base = session.base
+            if base is not None and end.key <= base.key:
+                self._end_session(session)
+                self._rollback()
+                return _Stream(end, 1, None)
+            self._write_checkpoint(session, end, 1)
+            return _Stream(end, 1, session)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            self._end_session(session)
+            raise self._failure(exc, None, end, None) from exc
+        except BaseException:
+            self._end_session(session)
+            self._rollback()
+            raise
+
+    def _fail_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None and stream.session is not None:
+            self._end_session(stream.session)
+        self._rollback()
+        self._forget()
+
     def _run(
         self,
         transactions: Sequence[Transaction],
@@ -270,57 +405,16 @@ class Applier:
         commit: bool,
         rewind: Position | None = None,
     ) -> Position | None:
-        conn = self._connection()
-        cur = conn.cursor()
-        pipeline = self._pipeline = _Pipeline(self, cur)
-        position: Position | None = None
-        change: Change | None = None
-        statement: Statement | None = None
+        session = self._open_session()
         try:
-            if not self._checkpoint_known:
-                self._doing = "reading the checkpoint"
-                self._checkpoint = checkpoints.read(cur, self.origin)
-                self._checkpoint_known = True
-            base = self._checkpoint
+            base = session.base
             last_key = -1 if base is None or rewind is not None else base.key
-            last: Position | None = None
-            count = 0
-            builder = StatementBuilder(self.max_rows, self._packet_bytes)
+            fresh: list[Transaction] = []
             for transaction in transactions:
-                position = transaction.position
-                if position.key <= last_key:
-                    continue
-                for change in transaction.changes:
-                    if change.kind == "ddl":
-                        self._note_ddl(position, change)
-                        continue
-                    if change.kind == "truncate":
-                        self._table(cur, position, change.schema, change.table)
-                        ready = builder.truncate(change.schema, change.table, position)
-                    else:
-                        layout = self._layout(cur, position, change)
-                        ready = builder.add(change, layout, position)
-                    for statement in ready:
-                        pipeline.submit(statement)
-                    statement = None
-                change = None
-                if not across:
-                    for statement in builder.flush():
-                        pipeline.submit(statement)
-                    statement = None
-                last_key, last, count = position.key, position, count + 1
-            position = None
-            final = builder.flush()
-            for statement in final[:-1]:
-                pipeline.submit(statement)
-            if final:
-                # The last one runs on this thread: nothing is left to overlap with, and a
-                # hand-over to the worker thread would only add latency.
-                pipeline.run_here(final[-1])
-            statement = None
-            pipeline.wait()
-
-            new = last if last is not None else base
+                if transaction.position.key > last_key:
+                    fresh.append(transaction)
+                    last_key = transaction.position.key
+            new = fresh[-1].position if fresh else base
             if upto is not None and (new is None or upto.key > new.key):
                 new = upto
             if rewind is not None:
@@ -329,41 +423,27 @@ class Applier:
                 if base is None:
                     raise ApplyError(
                         f"target has applied nothing of {self.origin} yet; a repair needs a "
-                        "checkpoint", "wait until the target has caught up, then repair",
+                        "checkpoint",
+                        "wait until the target has caught up, then repair",
                     )
                 new = rewind if rewind.key < base.key else base
-            if not commit:
-                conn.rollback()
-                return new
-            if new is not None and (base is None or new.key > base.key or rewind is not None):
-                self._doing = "moving the checkpoint"
-                checkpoints.write(cur, self.origin, new, count, expected=base)
-                self._doing = "committing"
-                conn.commit()
-            else:
-                conn.rollback()
-            self._checkpoint = new
+            moves = new is not None and (base is None or new.key > base.key or rewind is not None)
+            if commit and moves:
+                assert new is not None
+                self._write_checkpoint(session, new, len(fresh))
+            for transaction in fresh:
+                self._add(session, [transaction.changes], transaction.position, across)
+            self._finish(session, commit=commit and moves)
+            if commit:
+                self._checkpoint = new
             return new
-        except _StatementFailed as failed:
-            pipeline.settle()
-            self._doing = f"running a {failed.statement.rows}-row {failed.statement.kind}"
-            raise self._failure(failed.cause, failed.statement, None, None) from failed.cause
         except (pymysql.err.MySQLError, OSError) as exc:
-            pipeline.settle()
-            raise self._failure(exc, statement, position, change) from exc
-        except ApplyError as exc:
-            pipeline.settle()
-            self._rollback()
-            if position is not None and exc.position is None:
-                exc.position = position
-            raise
+            self._end_session(session)
+            raise self._failure(exc, None, None, None) from exc
         except BaseException:
-            pipeline.settle()
+            self._end_session(session)
             self._rollback()
             raise
-        finally:
-            self._pipeline = None
-            cur.close()
 
     def _failure(
         self,
@@ -376,126 +456,30 @@ class Applier:
         error = self._translate(exc, statement, position, change)
         self._rollback()
         error.__cause__ = exc
-        code = exc.args[0] if exc.args else None
+        transient = mysql.kind_of(exc) == "transient"
         if (
             statement is not None
             and statement.first != statement.last
             and not isinstance(error, UnreachableError)
-            and code not in _TRANSIENT
+            and not transient
         ):
             ambiguous = _Ambiguous(error)
             ambiguous.__cause__ = exc
             return ambiguous
         if statement is not None and statement.first == statement.last:
             position = statement.first
-        if position is not None and isinstance(error, ApplyError) and code not in _TRANSIENT:
+        if position is not None and isinstance(error, ApplyError) and not transient:
             error.position = position
         return error
 
     def _execute(self, cursor: Any, statement: Statement) -> None:
         """Run one statement (on the worker thread; its parameters are already bound)."""
-        cursor.execute(statement.sql, statement.params)
+        execute(cursor, statement)
 
     def _worker(self) -> ThreadPoolExecutor:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"apply-{self.origin}")
         return self._executor
-
-    # -- target tables -----------------------------------------------------------------------
-    def _table(self, cursor: Any, position: Position, schema: str, table: str) -> TableInfo:
-        info = self._tables.get((schema, table))
-        if info is not None:
-            return info
-        if self._pipeline is not None:
-            self._pipeline.wait()  # one statement at a time on the connection
-        self._doing = "reading the table definition"
-        cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-            (schema, table),
-        )
-        rows = [r for r in cursor.fetchall() if r[0] == schema and r[1] == table]
-        if not rows:
-            raise MissingTableError(
-                self._context(position, schema, table)
-                + f"the target has no table `{schema}`.`{table}`",
-                self._with_ddl(
-                    schema,
-                    table,
-                    "create it on the target as the origin defines it, or exclude it from the "
-                    "route; apply resumes by itself",
-                ),
-            )
-        cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' "
-            "ORDER BY SEQ_IN_INDEX",
-            (schema, table),
-        )
-        key = tuple(r[2] for r in cursor.fetchall() if r[0] == schema and r[1] == table)
-        info = TableInfo(
-            schema,
-            table,
-            tuple(r[2] for r in rows),
-            key,
-            frozenset(r[2].lower() for r in rows if is_generated(r[3])),
-        )
-        self._tables[(schema, table)] = info
-        return info
-
-    def _layout(self, cursor: Any, position: Position, change: Change) -> Layout:
-        cache_key = (change.schema, change.table, change.columns)
-        layout = self._layouts.get(cache_key)
-        if layout is not None:
-            return layout
-        info = self._table(cursor, position, change.schema, change.table)
-        try:
-            layout = Layout.build(info, change.columns, guard=self._strict)
-        except ApplyError as exc:
-            fix = exc.fix
-            if isinstance(exc, SchemaMismatchError):
-                fix = self._with_ddl(change.schema, change.table, f"{fix}; apply resumes by itself")
-            raise type(exc)(
-                self._context(position, change.schema, change.table) + exc.message, fix
-            ) from None
-        self._layouts[cache_key] = layout
-        return layout
-
-    def _note_ddl(self, position: Position, change: Change) -> None:
-        """Remember the origin's DDL and forget what we knew of the tables it touches."""
-        self._ddl[(change.schema, change.table)] = (position, change.statement)
-        for key in list(self._tables):
-            if (not change.schema or key[0] == change.schema) and (
-                not change.table or key[1] == change.table
-            ):
-                del self._tables[key]
-        for layout_key in list(self._layouts):
-            if (not change.schema or layout_key[0] == change.schema) and (
-                not change.table or layout_key[1] == change.table
-            ):
-                del self._layouts[layout_key]
-
-    def _with_ddl(self, schema: str, table: str, fix: str) -> str:
-        """`fix`, preceded by the origin's DDL that most likely explains the difference."""
-        found = self._ddl.get((schema, table))
-        if found is None:
-            # DDL of the schema that names no table, or names this one (RENAME, CREATE … LIKE).
-            named = re.compile(rf"(?<![\w$]){re.escape(table)}(?![\w$])", re.IGNORECASE)
-            related = [
-                v
-                for (s, t), v in self._ddl.items()
-                if s == schema and (not t or named.search(v[1]))
-            ]
-            found = max(related, key=lambda v: v[0].key) if related else None
-        if found is None:
-            return fix
-        position, text = found
-        if len(text) > _SHOW_DDL:
-            text = text[:_SHOW_DDL] + "…"
-        return (
-            f"the origin ran: {text} (at {position}); run the same on the target, "
-            "apply resumes by itself"
-        )
 
     # -- connection --------------------------------------------------------------------------
     def _connection(self) -> Any:
@@ -512,7 +496,7 @@ class Applier:
         self._doing = "connecting"
         try:
             conn = pymysql.connect(
-                **connect_args(self.db),
+                **self.db.connect_args(),
                 charset="utf8mb4",
                 autocommit=False,
                 connect_timeout=self.connect_timeout,
@@ -531,7 +515,7 @@ class Applier:
             modes = set(str(row[1] if row else "").upper().split(","))
             strict = bool(modes & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})
             if strict != self._strict:
-                self._layouts.clear()
+                self.tables.forget()
             self._strict = strict
             # Estimates are upper bounds; keep a margin for the statement's own text.
             room = packet - 64 * 1024 if packet > 128 * 1024 else packet // 2
@@ -543,10 +527,7 @@ class Applier:
             conn.commit()
         except (pymysql.err.MySQLError, OSError) as exc:
             error = self._translate(exc, None, None, None)
-            try:
-                conn.close()
-            except (pymysql.err.MySQLError, OSError):
-                pass
+            mysql.close(conn)
             raise error from exc
         return conn
 
@@ -560,26 +541,14 @@ class Applier:
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                conn.close()
-            except (pymysql.err.MySQLError, OSError):
-                pass
+        mysql.close(conn)
 
     def _forget(self) -> None:
         """After an error: re-read the checkpoint and table definitions next time."""
         self._checkpoint_known = False
-        self._tables.clear()
-        self._layouts.clear()
+        self.tables.forget()
 
     # -- errors ------------------------------------------------------------------------------
-    def _context(self, position: Position | str | None, schema: str, table: str) -> str:
-        where = f" transaction {position}" if position is not None else ""
-        return (
-            f"origin {self.origin}: cannot apply{where} to `{schema}`.`{table}` "
-            f"on target {self.db}: "
-        )
-
     def _translate(
         self,
         exc: BaseException,
@@ -588,9 +557,6 @@ class Applier:
         change: Change | None,
     ) -> BinlogsyncError:
         """A PyMySQL (or socket) exception as one of our errors, with the whole story."""
-        code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else None
-        detail = exc.args[1] if len(exc.args) > 1 else str(exc)
-        cause = f"MySQL error {code}: {detail}" if code else f"{type(exc).__name__}: {exc}"
         if statement is not None:
             where: Position | str | None = statement.where
             schema, table = statement.schema, statement.table
@@ -598,100 +564,16 @@ class Applier:
             where = position
             schema = change.schema if change else ""
             table = change.table if change else ""
-
-        if (
-            isinstance(exc, OSError | pymysql.err.InterfaceError)
-            or code in checkpoints.CONNECTION_ERRORS
-            or code == _PACKET_TOO_LARGE
-        ):
+        if mysql.kind_of(exc) in ("unreachable", "too_large"):
             self._drop()
-        if code == _PACKET_TOO_LARGE:
-            return ApplyError(
-                self._context(where, schema, table) + f"a statement is too large: {cause}",
-                "raise max_allowed_packet on the target (SET GLOBAL max_allowed_packet=…) "
-                "to at least the size of the largest row",
-            )
-        if (
-            isinstance(exc, OSError | pymysql.err.InterfaceError)
-            or code in checkpoints.CONNECTION_ERRORS
-        ):
-            during = f" while {self._doing}" if self._doing else ""
-            on = f" (transaction {where}, `{schema}`.`{table}`)" if schema else ""
-            fix = (
-                "check that the target server runs and is reachable; nothing of this call "
-                "was kept, apply retries from the checkpoint"
-            )
-            if self._doing == "committing":
-                fix = (
-                    "check that the target server runs and is reachable; whether the last "
-                    "commit happened is unknown, so the next attempt re-reads the checkpoint "
-                    "and skips whatever was committed"
-                )
-            return UnreachableError(
-                f"origin {self.origin}: lost or refused connection to target {self.db}{during}"
-                f"{on}: {cause}",
-                fix,
-            )
-        if not schema:  # checkpoint table, session setup
-            return ApplyError(
-                f"origin {self.origin}: target {self.db} failed while {self._doing}: {cause}",
-                "the account needs SELECT, INSERT, UPDATE, DELETE on the routed tables and "
-                "CREATE, SELECT, INSERT, UPDATE on binlogsync.*"
-                if code in _DENIED
-                else "see the MySQL error; apply retries from the checkpoint",
-            )
-        context = self._context(where, schema, table)
-        if code in _MISSING_TABLE:
-            return MissingTableError(
-                context + cause,
-                self._with_ddl(
-                    schema,
-                    table,
-                    "create the table on the target as the origin "
-                    "defines it, or exclude it from the route; apply resumes by itself",
-                ),
-            )
-        if code in _MISSING_COLUMN or code in _NO_DEFAULT:
-            return SchemaMismatchError(
-                context + cause,
-                self._with_ddl(
-                    schema,
-                    table,
-                    "make the target table's columns match the "
-                    "origin's (extra target columns need a default); "
-                    "apply resumes by itself",
-                ),
-            )
-        if code in _VALUE:
-            return SchemaMismatchError(
-                context + f"a value does not fit the target column: {cause}",
-                self._with_ddl(
-                    schema,
-                    table,
-                    "give the target column the origin's type "
-                    "(ALTER TABLE … MODIFY); apply resumes by itself",
-                ),
-            )
-        if code in _CONSTRAINT:
-            if code == 1048 and statement is not None and statement.kind == "upsert":
-                cause += (
-                    " (on an upsert this also means: the row clashes with a different row on "
-                    "another unique key of the target)"
-                )
-            return ConstraintError(
-                context + f"the target refused a row: {cause}",
-                "the target's constraints or data differ from the origin's: compare the table "
-                "on both sides (reconcile), fix the target, or skip this transaction on purpose "
-                "(checkpoint.skip, recorded in binlogsync.skipped)",
-            )
-        if code in _TRANSIENT:
-            return ApplyError(
-                context + f"{cause} (another session holds the rows)",
-                "transient: apply retries from the checkpoint",
-            )
-        if code in _DENIED:
-            return ApplyError(
-                context + cause,
-                "grant the applier's account SELECT, INSERT, UPDATE, DELETE on the routed tables",
-            )
-        return ApplyError(context + cause, "see the MySQL error; apply retries from the checkpoint")
+        return failures.translate(
+            exc,
+            origin=self.origin,
+            target=self.db,
+            doing=self._doing,
+            where=where,
+            schema=schema,
+            table=table,
+            statement_kind=statement.kind if statement is not None else None,
+            with_ddl=self.tables.with_ddl,
+        )

@@ -3,13 +3,18 @@
 A small `binlogsync` schema on every target:
 
     checkpoint  one row per origin: the position of the last transaction applied (pos_key is
-                Position.key, the order), how many transactions were applied in total, when
+                Position.key, the order), the epoch of the hub log that delivered it, how
+                many transactions were applied in total, when
     skipped     one row per explicit skip: the position the checkpoint was moved to, and why
 
-The checkpoint row is written in the same target transaction as the rows it covers, so a
-transaction is either applied and counted, or neither: delivery is at-least-once, the effect
-exactly-once. `skip()` is the only way past a transaction that cannot be applied, and it leaves
-a record.
+The checkpoint row is written in the same target transaction as the rows it covers, and
+before them, so a transaction is either applied and counted, or neither (delivery is
+at-least-once, the effect exactly-once), and so the target's own binlog shows the marker
+before the rows (two-way sync recognises them by it). `skip()` is the only way past a
+transaction that cannot be applied, and it leaves a record.
+
+This module is the one reader and writer of these tables: the applier, the target role's
+HELLO, reconciliation and the dev harness all read checkpoints through `read`/`read_all`.
 """
 
 from __future__ import annotations
@@ -18,10 +23,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-import pymysql
-
+from .. import mysql
 from ..config import DatabaseSettings
-from ..errors import ApplyError, UnreachableError
+from ..errors import ApplyError
 from ..position import Position
 
 SCHEMA = "binlogsync"
@@ -34,6 +38,7 @@ _DDL = (
         file VARCHAR(255),
         `offset` BIGINT UNSIGNED,
         gtid VARCHAR(255),
+        epoch VARCHAR(64),
         applied_transactions BIGINT UNSIGNED NOT NULL DEFAULT 0,
         applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
     ) ENGINE=InnoDB""",
@@ -49,35 +54,28 @@ _DDL = (
         KEY origin_pos (origin, pos_key)
     ) ENGINE=InnoDB""",
 )
-
-# Lost or refused connections: the server is unreachable now, try again later.
-CONNECTION_ERRORS = frozenset(
-    {
-        1040,
-        1053,
-        1152,
-        1154,
-        1155,
-        1156,
-        1157,
-        1158,
-        1159,
-        1160,
-        1161,
-        1927,
-        2002,
-        2003,
-        2005,
-        2006,
-        2012,
-        2013,
-        2014,
-        2026,
-        2055,
-    }
-)
+# Tables made by binlogsync 0.1.0 lack the epoch; adding a nullable column keeps their rows.
+_MIGRATIONS = (("checkpoint", "epoch", "ADD COLUMN epoch VARCHAR(64) AFTER gtid"),)
 
 _ANY: Any = object()
+_GRANTS = (
+    "the account needs SELECT, INSERT, UPDATE, DELETE on the routed tables and CREATE, "
+    "ALTER, SELECT, INSERT, UPDATE on binlogsync.*"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """One origin's row in binlogsync.checkpoint."""
+
+    origin: str
+    position: Position
+    epoch: str | None
+    applied_transactions: int
+
+    def to_json(self) -> dict[str, object]:
+        """The form HELLO carries: the position's JSON form plus the epoch."""
+        return {**self.position.to_json(), "epoch": self.epoch}
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,44 +89,98 @@ class Skipped:
     skipped_at: dt.datetime  # naive UTC
 
 
-def ensure_schema(conn: pymysql.connections.Connection) -> None:
+def ensure_schema(conn: Any) -> None:
     """Create the binlogsync schema and its tables if they are missing (DDL: commits)."""
     with conn.cursor() as cur:
         for statement in _DDL:
             cur.execute(statement)
+        for table, column, change in _MIGRATIONS:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                (SCHEMA, table, column),
+            )
+            if not cur.fetchone()[0]:
+                cur.execute(f"ALTER TABLE `{SCHEMA}`.`{table}` {change}")
 
 
-def read(cursor: pymysql.cursors.Cursor, origin: str) -> Position | None:
+def _row(row: Any) -> Checkpoint:
+    origin, file, offset, gtid, epoch, count = row
+    return Checkpoint(origin, Position(file, int(offset), gtid), epoch, int(count))
+
+
+_SELECT = (
+    f"SELECT origin, file, `offset`, gtid, epoch, applied_transactions FROM `{SCHEMA}`.`checkpoint`"
+)
+
+
+def read(cursor: Any, origin: str, lock: bool = False) -> Position | None:
     """The last applied position of `origin`, or None when nothing was applied yet."""
-    cursor.execute(
-        f"SELECT file, `offset`, gtid FROM `{SCHEMA}`.`checkpoint` WHERE origin = %s", (origin,)
-    )
+    cursor.execute(_SELECT + " WHERE origin = %s" + (" FOR UPDATE" if lock else ""), (origin,))
     row = cursor.fetchone()
-    return None if row is None else Position(row[0], int(row[1]), row[2])
+    return None if row is None else _row(row).position
+
+
+def read_all(cursor: Any) -> dict[str, Checkpoint] | None:
+    """Every origin's checkpoint; None when the target has no checkpoint table at all."""
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = 'checkpoint' AND COLUMN_NAME = 'epoch'",
+        (SCHEMA,),
+    )
+    if not cursor.fetchone()[0]:
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = 'checkpoint'",
+            (SCHEMA,),
+        )
+        if not cursor.fetchone()[0]:
+            return None
+        # A table of binlogsync 0.1.0, not migrated yet: no epochs.
+        cursor.execute(
+            f"SELECT origin, file, `offset`, gtid, NULL, applied_transactions "
+            f"FROM `{SCHEMA}`.`checkpoint`"
+        )
+    else:
+        cursor.execute(_SELECT + " ORDER BY origin")
+    return {c.origin: c for c in map(_row, cursor.fetchall())}
+
+
+def fetch_all(db: DatabaseSettings, connect_timeout: float = 5) -> dict[str, Checkpoint]:
+    """Connect to `db` and read every checkpoint (no table: none)."""
+    doing = f"reading the checkpoints on target {db}"
+    conn = mysql.connect(db, doing, connect_timeout=connect_timeout)
+    try:
+        with mysql.errors(db, doing), conn.cursor() as cur:
+            return read_all(cur) or {}
+    finally:
+        mysql.close(conn)
 
 
 def write(
-    cursor: pymysql.cursors.Cursor,
+    cursor: Any,
     origin: str,
     position: Position,
     count: int,
     expected: Position | None = _ANY,
+    epoch: str | None = None,
 ) -> None:
     """Move `origin`'s checkpoint to `position`, adding `count` applied transactions.
 
     Runs inside the caller's transaction. With `expected` (the checkpoint the caller read,
     None for "no row yet") the write only succeeds if nobody moved the checkpoint meanwhile
     (another applier of the same origin, or a skip); otherwise ApplyError, and the caller rolls
-    back.
+    back. The row stays locked until the caller's transaction ends.
     """
-    values = (position.key, position.file, position.offset, position.gtid, count)
+    values = (position.key, position.file, position.offset, position.gtid, epoch, count)
     if expected is _ANY:
         cursor.execute(
             f"INSERT INTO `{SCHEMA}`.`checkpoint` "
-            "(origin, pos_key, file, `offset`, gtid, applied_transactions, applied_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+            "(origin, pos_key, file, `offset`, gtid, epoch, applied_transactions, applied_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
             "pos_key = VALUES(pos_key), file = VALUES(file), `offset` = VALUES(`offset`), "
-            "gtid = VALUES(gtid), applied_at = VALUES(applied_at), "
+            "gtid = VALUES(gtid), epoch = COALESCE(VALUES(epoch), epoch), "
+            "applied_at = VALUES(applied_at), "
             "applied_transactions = applied_transactions + VALUES(applied_transactions)",
             (origin, *values),
         )
@@ -138,18 +190,19 @@ def write(
         try:
             cursor.execute(
                 f"INSERT INTO `{SCHEMA}`.`checkpoint` "
-                "(origin, pos_key, file, `offset`, gtid, applied_transactions, applied_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6))",
+                "(origin, pos_key, file, `offset`, gtid, epoch, applied_transactions, "
+                "applied_at) VALUES (%s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6))",
                 (origin, *values),
             )
-        except pymysql.err.IntegrityError as exc:
-            if exc.args[0] != 1062:
+        except Exception as exc:
+            if mysql.code_of(exc) != 1062:
                 raise
             moved = True
     else:
         moved = not cursor.execute(
             f"UPDATE `{SCHEMA}`.`checkpoint` SET pos_key = %s, file = %s, `offset` = %s, "
-            "gtid = %s, applied_transactions = applied_transactions + %s, "
+            "gtid = %s, epoch = COALESCE(%s, epoch), "
+            "applied_transactions = applied_transactions + %s, "
             "applied_at = CURRENT_TIMESTAMP(6) WHERE origin = %s AND pos_key = %s",
             (*values, origin, expected.key),
         )
@@ -163,28 +216,11 @@ def write(
         )
 
 
-def connect_args(db: DatabaseSettings) -> dict[str, Any]:
-    """PyMySQL arguments for `db`."""
-    return db.connect_args()
-
-
-def _connect(db: DatabaseSettings) -> pymysql.connections.Connection:
-    try:
-        conn = pymysql.connect(
-            **connect_args(db), charset="utf8mb4", autocommit=False, connect_timeout=10
-        )
-        with conn.cursor() as cur:
-            cur.execute("SET SESSION time_zone = '+00:00'")
-        return conn
-    except pymysql.err.MySQLError as exc:
-        raise _unreachable(db, exc) from exc
-
-
-def _unreachable(db: DatabaseSettings, exc: BaseException) -> UnreachableError:
-    return UnreachableError(
-        f"target database {db} cannot be reached: {exc}",
-        "check that the server runs and that host, port, user and password are right",
-    )
+def _connect(db: DatabaseSettings, doing: str) -> Any:
+    conn = mysql.connect(db, doing, autocommit=False, connect_timeout=10, grants=_GRANTS)
+    with mysql.errors(db, doing, ApplyError, _GRANTS), conn.cursor() as cur:
+        cur.execute("SET SESSION time_zone = '+00:00'")
+    return conn
 
 
 def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> Position:
@@ -198,68 +234,57 @@ def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> 
     """
     if not reason.strip():
         raise ApplyError("a skip needs a reason", "say why the transaction is skipped")
-    conn = _connect(db)
+    doing = f"origin {origin}: skipping {position} on target {db}"
+    conn = _connect(db, doing)
     try:
-        ensure_schema(conn)
-        with conn.cursor() as cur:
-            cur.execute(
-                f"SELECT file, `offset`, gtid FROM `{SCHEMA}`.`checkpoint` "
-                "WHERE origin = %s FOR UPDATE",
-                (origin,),
-            )
-            row = cur.fetchone()
-            current = None if row is None else Position(row[0], int(row[1]), row[2])
-            if current is not None and position.key <= current.key:
-                raise ApplyError(
-                    f"origin {origin}: transaction {position} is already applied on target "
-                    f"{db} (checkpoint {current}); nothing skipped",
-                    "skip only the transaction that fails to apply, as its error names it",
+        with mysql.errors(db, doing, ApplyError, _GRANTS):
+            ensure_schema(conn)
+            with conn.cursor() as cur:
+                current = read(cur, origin, lock=True)
+                if current is not None and position.key <= current.key:
+                    raise ApplyError(
+                        f"origin {origin}: transaction {position} is already applied on target "
+                        f"{db} (checkpoint {current}); nothing skipped",
+                        "skip only the transaction that fails to apply, as its error names it",
+                    )
+                cur.execute(
+                    f"INSERT INTO `{SCHEMA}`.`skipped` (origin, pos_key, file, `offset`, gtid, "
+                    "reason) VALUES (%s, %s, %s, %s, %s, %s)",
+                    (origin, position.key, position.file, position.offset, position.gtid, reason),
                 )
-            cur.execute(
-                f"INSERT INTO `{SCHEMA}`.`skipped` (origin, pos_key, file, `offset`, gtid, reason) "
-                "VALUES (%s, %s, %s, %s, %s, %s)",
-                (origin, position.key, position.file, position.offset, position.gtid, reason),
-            )
-            write(cur, origin, position, 0, expected=current)
-        conn.commit()
+                write(cur, origin, position, 0, expected=current)
+            conn.commit()
         return position
-    except pymysql.err.MySQLError as exc:
-        _rollback(conn)
-        if exc.args and exc.args[0] in CONNECTION_ERRORS:
-            raise _unreachable(db, exc) from exc
-        raise ApplyError(f"origin {origin}: cannot skip {position} on target {db}: {exc}") from exc
     except BaseException:
         _rollback(conn)
         raise
     finally:
-        conn.close()
+        mysql.close(conn)
 
 
 def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skipped]:
     """The recorded skips on target `db`, oldest first; only `origin`'s when given."""
-    conn = _connect(db)
+    doing = f"listing skipped transactions on target {db}"
+    conn = _connect(db, doing)
     try:
-        ensure_schema(conn)
-        with conn.cursor() as cur:
-            where, args = ("WHERE origin = %s", (origin,)) if origin is not None else ("", ())
-            cur.execute(
-                f"SELECT id, origin, file, `offset`, gtid, reason, skipped_at "
-                f"FROM `{SCHEMA}`.`skipped` {where} ORDER BY id",
-                args,
-            )
-            rows = cur.fetchall()
-        conn.rollback()
-    except pymysql.err.MySQLError as exc:
-        if exc.args and exc.args[0] in CONNECTION_ERRORS:
-            raise _unreachable(db, exc) from exc
-        raise ApplyError(f"cannot list skipped transactions on target {db}: {exc}") from exc
+        with mysql.errors(db, doing, ApplyError, _GRANTS):
+            ensure_schema(conn)
+            with conn.cursor() as cur:
+                where, args = ("WHERE origin = %s", (origin,)) if origin is not None else ("", ())
+                cur.execute(
+                    f"SELECT id, origin, file, `offset`, gtid, reason, skipped_at "
+                    f"FROM `{SCHEMA}`.`skipped` {where} ORDER BY id",
+                    args,
+                )
+                rows = cur.fetchall()
+            conn.rollback()
     finally:
-        conn.close()
+        mysql.close(conn)
     return [Skipped(int(r[0]), r[1], Position(r[2], int(r[3]), r[4]), r[5], r[6]) for r in rows]
 
 
-def _rollback(conn: pymysql.connections.Connection) -> None:
+def _rollback(conn: Any) -> None:
     try:
         conn.rollback()
-    except (pymysql.err.MySQLError, OSError):
+    except Exception:  # noqa: BLE001 - the connection may be gone; nothing was committed
         pass

@@ -10,18 +10,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pymysql
-
+from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import PreflightError
 from ..position import Position, file_number
 from ..tables import SYSTEM_SCHEMAS, TableFilter
-from .reader import pymysql_args, translate_error
 
 _REQUIRED = (
     ("binlog_format", "ROW"),
     ("binlog_row_image", "FULL"),
     ("binlog_row_metadata", "FULL"),
+)
+GRANTS = (
+    "GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO the capture user "
+    "(MySQL: REPLICATION SLAVE, REPLICATION CLIENT, SELECT)"
 )
 _GLOBAL_GRANT = re.compile(r"^GRANT\s+(?P<privs>.+?)\s+ON\s+\*\.\*\s+TO\s", re.I | re.S)
 _ROLE_GRANT = re.compile(r"^GRANT\s+[`'\"]?[\w$-]+[`'\"]?\s+TO\s", re.I)
@@ -32,14 +34,10 @@ def check_origin(
 ) -> list[str]:
     """Raise PreflightError/UnreachableError if capture cannot work; return warnings."""
     where = f"{db.host}:{db.port}"
+    doing = "preflight of the origin"
+    conn = mysql.connect(db, doing, refused=PreflightError, grants=GRANTS)
     try:
-        conn = pymysql.connect(
-            **pymysql_args(db), connect_timeout=5, autocommit=True, charset="utf8mb4"
-        )
-    except (pymysql.err.MySQLError, OSError) as exc:
-        raise translate_error(exc, db, "preflight of the origin") from exc
-    try:
-        with conn.cursor() as cur:
+        with mysql.errors(db, doing, PreflightError, GRANTS), conn.cursor() as cur:
             warnings: list[str] = []
             _check_settings(cur, where, server_id)
             warnings += _check_privileges(cur, where, db.user)
@@ -47,10 +45,8 @@ def check_origin(
                 _check_resume(cur, where, resume)
             warnings += _check_tables(cur, where, tables)
             return warnings
-    except pymysql.err.MySQLError as exc:
-        raise translate_error(exc, db, "preflight of the origin") from exc
     finally:
-        conn.close()
+        mysql.close(conn)
 
 
 def _variables(cur: Any, names: tuple[str, ...]) -> dict[str, str]:

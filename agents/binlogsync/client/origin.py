@@ -15,12 +15,14 @@ from collections import deque
 
 import zmq
 
+from ..capture.positions import current_position, earliest_position
 from ..capture.preflight import check_origin
-from ..capture.reader import BinlogReader, current_position, earliest_position
+from ..capture.reader import BinlogReader
 from ..codec import pack
 from ..config import OriginConfig
 from ..errors import BinlogsyncError
 from ..metrics import ClientMetrics
+from ..model import Transaction
 from ..position import Position
 from ..runloop import Backoff
 from ..transport import frames
@@ -108,9 +110,15 @@ class OriginRole:
                         )
                         first = False
                     self.reader = BinlogReader(
-                        self.config.database, self.config.server_id, position, self.config.tables
+                        self.config.database,
+                        self.config.server_id,
+                        position,
+                        self.config.tables,
+                        part_rows=1 << 62,  # parts travel once the hub stores them (next commit)
+                        part_bytes=1 << 62,
                     )
                     for tx in self.reader.transactions():
+                        assert isinstance(tx, Transaction)
                         while len(self.outbox) >= _OUTBOX_MAX and not self.stopping.is_set():
                             self.room.clear()  # the window is closed; wait for the loop
                             self.room.wait(0.2)

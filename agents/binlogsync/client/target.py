@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import pymysql
-
+from ..apply import checkpoint
 from ..apply.applier import Applier, failed_at
 from ..config import TargetConfig
 from ..errors import BinlogsyncError
@@ -166,27 +165,12 @@ class TargetRole:
 
     def checkpoints(self) -> dict[str, dict[str, object]]:
         """Every origin's checkpoint on the target, for HELLO (the target DB is the truth)."""
-        db = self.config.database
         try:
-            conn = pymysql.connect(**db.connect_args(), connect_timeout=5)
-        except pymysql.err.OperationalError as exc:
-            log.warning("target %s unreachable for reading checkpoints: %s", db, exc)
+            found = checkpoint.fetch_all(self.config.database)
+        except BinlogsyncError as exc:
+            log.warning("cannot read the checkpoints: %s", exc)
             return {}
-        try:
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT COUNT(*) FROM information_schema.TABLES "
-                    "WHERE TABLE_SCHEMA='binlogsync' AND TABLE_NAME='checkpoint'"
-                )
-                if not cur.fetchone()[0]:
-                    return {}
-                cur.execute("SELECT origin, file, `offset`, gtid FROM binlogsync.checkpoint")
-                return {
-                    origin: Position(file, int(offset), gtid).to_json()
-                    for origin, file, offset, gtid in cur.fetchall()
-                }
-        finally:
-            conn.close()
+        return {origin: c.position.to_json() for origin, c in found.items()}
 
     def deliver(
         self, origin: str, seq: int, upto: Position, txs: list[Transaction], repair: bool = False

@@ -119,7 +119,9 @@ def hash64(expression: str) -> str:
 Bound = tuple[Any, ...]  # a key prefix: values of the first len(bound) key columns
 
 
-def range_where(key: Sequence[str], lower: Bound | None, upper: Bound | None) -> tuple[str, list[Any]]:
+def range_where(
+    key: Sequence[str], lower: Bound | None, upper: Bound | None
+) -> tuple[str, list[Any]]:
     """WHERE text and parameters for `lower <= key < upper` in key order.
 
     Bounds may be prefixes of the key (`(5,)` of a key (a, b) means a >= 5). The comparison is

@@ -76,9 +76,7 @@ def equal_width(
     width = (high - low + 1) / pieces
     cuts = sorted({low + math.ceil(width * i) for i in range(1, pieces)})
     bounds: list[Bound | None] = [lower, *[(c,) for c in cuts], upper]
-    return [
-        Chunk(table, f"{prefix}{i}", bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)
-    ]
+    return [Chunk(table, f"{prefix}{i}", bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
 
 
 def walk(
@@ -182,6 +180,8 @@ def split(
             pieces_ = equal_width(
                 chunk.table, int(low), int(high), pieces, prefix, lower=lo, upper=hi
             )
-            return [Chunk(c.table, c.number, c.lower, c.upper, rows // len(pieces_)) for c in pieces_]
+            return [
+                Chunk(c.table, c.number, c.lower, c.upper, rows // len(pieces_)) for c in pieces_
+            ]
     cuts = walk(cursor, side[0], side[1], key, target_rows, lo, hi)
     return from_cuts(chunk.table, cuts, prefix, lo, hi, target_rows)

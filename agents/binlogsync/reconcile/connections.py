@@ -28,8 +28,7 @@ def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> pymysq
     except pymysql.err.MySQLError as exc:
         raise UnreachableError(
             f"the {role} database {db} cannot be reached: {_reason(exc)}",
-            "check that the server runs and that the URL's host, port, user and password are "
-            "right",
+            "check that the server runs and that the URL's host, port, user and password are right",
         ) from exc
     with conn.cursor() as cur:
         cur.execute("SET SESSION time_zone = '+00:00'")

@@ -112,7 +112,11 @@ class Options:
     def target_label(self, index: int) -> str:
         if index < len(self.target_hosts):
             return self.target_hosts[index]
-        return str(self.targets[index]) if len(self.targets) == 1 else f"target{index + 1} ({self.targets[index]})"
+        return (
+            str(self.targets[index])
+            if len(self.targets) == 1
+            else f"target{index + 1} ({self.targets[index]})"
+        )
 
 
 @dataclass
@@ -253,7 +257,15 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         tuple(
             s.spec
             if s.spec is not None
-            else TableSpec(s.index, s.name, ("", ""), (None,) * len(options.targets), (), (), Encoding((), (), ()))
+            else TableSpec(
+                s.index,
+                s.name,
+                ("", ""),
+                (None,) * len(options.targets),
+                (),
+                (),
+                Encoding((), (), ()),
+            )
             for s in states
         ),
         options.wait_timeout,
@@ -333,7 +345,9 @@ def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[i
         state.name,
         (source.schema, source.table),
         tuple(
-            (state.pairs[t].target.schema, state.pairs[t].target.table) if t in state.pairs else None
+            (state.pairs[t].target.schema, state.pairs[t].target.table)
+            if t in state.pairs
+            else None
             for t in range(len(options.targets))
         ),
         pairs[0].key,
@@ -356,7 +370,9 @@ def _run_stage(sc: Any, function: Any, ctx: Context, items: list[Any], n: int) -
     if not groups:
         return []
     rdd = sc.parallelize(groups, len(groups))
-    return list(rdd.mapPartitions(lambda part: function(ctx, [x for g in part for x in g])).collect())
+    return list(
+        rdd.mapPartitions(lambda part: function(ctx, [x for g in part for x in g])).collect()
+    )
 
 
 def _checksum_stage(

@@ -19,13 +19,13 @@ from .urls import parse_url
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
-LOCAL_SUBMIT_ARGS = (
-    "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
-)
+LOCAL_SUBMIT_ARGS = "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--source", required=True, metavar="URL", help="mysql://user[:password]@host:port")
+    p.add_argument(
+        "--source", required=True, metavar="URL", help="mysql://user[:password]@host:port"
+    )
     p.add_argument(
         "--target", required=True, action="append", metavar="URL", help="repeat for several targets"
     )
@@ -55,7 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the target's schema is named DST where the source's is SRC (as in a hub route)",
     )
     p.add_argument("--pin", default="auto", choices=PIN_MODES, help="how targets are pinned")
-    p.add_argument("--json", default="text", choices=JSON_MODES, help="JSON compared as text or value")
+    p.add_argument(
+        "--json", default="text", choices=JSON_MODES, help="JSON compared as text or value"
+    )
     p.add_argument("--common-columns", action="store_true", help="compare only shared columns")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per checksum chunk")
     p.add_argument(
@@ -64,7 +66,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=50_000,
         help="most rows one task holds; bigger differing chunks are split first",
     )
-    p.add_argument("--connections", type=int, help="sessions per database (default: Spark cores, ≤ 8)")
+    p.add_argument(
+        "--connections", type=int, help="sessions per database (default: Spark cores, ≤ 8)"
+    )
     p.add_argument("--wait-timeout", type=float, default=300.0, help="seconds a target may lag")
     p.add_argument("--confirm", type=int, default=2, help="re-check rounds that must agree")
     p.add_argument("--max-rounds", type=int, default=6, help="re-check rounds at most")

@@ -29,8 +29,8 @@ from typing import Any
 
 import pymysql
 
-from ..apply.checkpoint import SCHEMA
-from ..errors import BinlogsyncError
+from ..apply import checkpoint as checkpoints
+from ..errors import PinError
 from ..position import Position
 
 PIN_MODES = ("auto", "checkpoint", "gtid", "none")
@@ -38,10 +38,6 @@ PIN_MODES = ("auto", "checkpoint", "gtid", "none")
 QUIET_EVENTS = frozenset(
     {"Format_desc", "Gtid_list", "Binlog_checkpoint", "Rotate", "Stop", "Start_encryption"}
 )
-
-
-class PinError(BinlogsyncError):
-    """A comparison cannot be pinned: no snapshot position, or the target does not catch up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,22 +141,14 @@ def _is_mariadb(cur: Any) -> bool:
 
 
 def _checkpoint_origins(conn: Any) -> list[str] | None:
-    try:
-        with conn.cursor() as cur:
-            cur.execute(f"SELECT origin FROM `{SCHEMA}`.`checkpoint` ORDER BY origin")
-            return [r[0] for r in cur.fetchall()]
-    except pymysql.err.ProgrammingError:
-        return None
+    with conn.cursor() as cur:
+        found = checkpoints.read_all(cur)
+    return None if found is None else sorted(found)
 
 
 def applied(conn: Any, origin: str) -> Position | None:
     with conn.cursor() as cur:
-        cur.execute(
-            f"SELECT file, `offset`, gtid FROM `{SCHEMA}`.`checkpoint` WHERE origin = %s",
-            (origin,),
-        )
-        row = cur.fetchone()
-    return None if row is None else Position(row[0], int(row[1]), row[2])
+        return checkpoints.read(cur, origin)
 
 
 def nothing_between(source: Any, after: Position, upto: Position, max_events: int = 100) -> bool:

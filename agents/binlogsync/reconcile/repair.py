@@ -6,7 +6,7 @@ row is read, in a consistent snapshot pinned to a binlog position P:
     the source has the key    upsert of the source's whole row image (compared columns)
     the source lacks it       delete by primary key (the target's row image is sent along)
 
-`--repair` (mode "hub") sends these through the hub (`binlogsync.repair.send_repair`): the
+`--repair` (mode "hub") sends these through the hub (`binlogsync.hubcommands.send_repair`): the
 target applies them by the normal apply path and sets its checkpoint back to P, and the hub
 re-sends the origin's transactions after P. So the repair is ordered with live changes and
 applied exactly once in effect, even while the origin keeps writing. Batches of
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 
 from ..apply.statements import ident, qualified, time_literal
-from ..errors import BinlogsyncError
+from ..errors import BinlogsyncError, RepairError
 from ..model import Change
 from ..position import Position
 from . import checksums, pinning
@@ -44,10 +44,6 @@ if TYPE_CHECKING:
     from .report import Report
 
 REPAIRABLE = ("missing", "extra", "changed")
-
-
-class RepairError(BinlogsyncError):
-    """A repair could not be made or sent."""
 
 
 def repair(options: Options, ctx: Context, report: Report) -> None:
@@ -87,9 +83,11 @@ def _keys(options: Options, report: Report) -> dict[tuple[int, int], list[tuple[
         return out
     limit = options.max_repair_rows
     found = rdd.flatMap(
-        lambda r: [(d.table, d.target, d.key) for d in r.diffs if d.kind in REPAIRABLE]
-        if isinstance(r, RowResult)
-        else []
+        lambda r: (
+            [(d.table, d.target, d.key) for d in r.diffs if d.kind in REPAIRABLE]
+            if isinstance(r, RowResult)
+            else []
+        )
     ).take(limit + 1)
     if len(found) > limit:
         message = (
@@ -149,7 +147,7 @@ def _plan_batch(
 def send(
     options: Options, ctx: Context, t: int, keys: dict[int, list[tuple[Any, ...]]]
 ) -> dict[str, Any]:
-    from ..repair import send_repair
+    from ..hubcommands import send_repair
 
     assert options.via and options.origin
     host = options.target_hosts[t]
@@ -162,15 +160,17 @@ def send(
             schema, name = table.source
             for start in range(0, len(table_keys), options.repair_batch):
                 batch = table_keys[start : start + options.repair_batch]
-                position, upserts, deletes = _plan_batch(
-                    ctx, t, table, batch, source, target, True
-                )
+                position, upserts, deletes = _plan_batch(ctx, t, table, batch, source, target, True)
                 changes = []
                 if deletes:
-                    changes.append(Change("delete", schema, name, table.columns, tuple(deletes), ()))
+                    changes.append(
+                        Change("delete", schema, name, table.columns, tuple(deletes), ())
+                    )
                 if upserts:
                     changes.append(
-                        Change("insert", schema, name, table.columns, (), tuple(map(_wire, upserts)))
+                        Change(
+                            "insert", schema, name, table.columns, (), tuple(map(_wire, upserts))
+                        )
                     )
                 if not changes:
                     continue
@@ -251,9 +251,14 @@ def _delete_sql(side: tuple[str, str], table: TableSpec, row: tuple[Any, ...]) -
 def _upsert_sql(side: tuple[str, str], table: TableSpec, row: tuple[Any, ...]) -> str:
     names = [ident(c).replace("%%", "%") for c in table.columns]
     values = ", ".join(literal(v) for v in row)
-    updates = ", ".join(
-        f"{n} = VALUES({n})" for c, n in zip(table.columns, names, strict=True) if c not in table.key
-    ) or f"{names[0]} = {names[0]}"
+    updates = (
+        ", ".join(
+            f"{n} = VALUES({n})"
+            for c, n in zip(table.columns, names, strict=True)
+            if c not in table.key
+        )
+        or f"{names[0]} = {names[0]}"
+    )
     return (
         f"INSERT INTO {_sql_ident(*side)} ({', '.join(names)}) VALUES ({values}) "
         f"ON DUPLICATE KEY UPDATE {updates};"

@@ -355,7 +355,9 @@ class Report:
             written = False
 
             def flush() -> None:
-                columns: list[Any] = list(zip(*batch, strict=True)) if batch else [[] for _ in schema]
+                columns: list[Any] = (
+                    list(zip(*batch, strict=True)) if batch else [[] for _ in schema]
+                )
                 arrays = [pa.array(c, f.type) for c, f in zip(columns, schema, strict=True)]
                 writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
                 batch.clear()

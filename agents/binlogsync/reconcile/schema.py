@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import BinlogsyncError
+from ..errors import TableError
 from ..tables import SYSTEM_SCHEMAS
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
@@ -26,10 +26,6 @@ TEMPORAL_TYPES = frozenset({"date", "datetime", "timestamp", "time"})
 BIT_TYPES = frozenset({"bit"})
 # Everything else (char, varchar, *text, *blob, binary, varbinary, enum, set, json, geometry …)
 # is compared as the bytes the server returns, with its length in the encoding.
-
-
-class TableError(BinlogsyncError):
-    """A table cannot be compared: missing, no primary key, or differing columns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +85,9 @@ class TablePair:
     def nullable(self) -> frozenset[str]:
         """Columns that may be NULL on either side."""
         return frozenset(
-            c for c in self.columns if self.source.column(c).nullable or self.target.column(c).nullable
+            c
+            for c in self.columns
+            if self.source.column(c).nullable or self.target.column(c).nullable
         )
 
 

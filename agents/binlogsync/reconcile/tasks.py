@@ -241,7 +241,12 @@ def _checksum_chunk(
         for t in targets:
             conn, waiter = s.target(t)
             futures.append(
-                (t, s.pool(t).submit(_target_checksum, ctx, conn, waiter, table, t, chunk, position))
+                (
+                    t,
+                    s.pool(t).submit(
+                        _target_checksum, ctx, conn, waiter, table, t, chunk, position
+                    ),
+                )
             )
         source = _checksum(s.source, table.source, table, chunk)
     except _Failed:
@@ -251,12 +256,12 @@ def _checksum_chunk(
     finally:
         pinning.end(s.source)
         results = [(t, f.exception() or f.result()) for t, f in futures]
-    for _t, result in results:
+    sums = []
+    for t, result in results:
         if isinstance(result, BaseException):
             raise result
-    return ChunkResult(
-        chunk, position, source, tuple(results), time.monotonic() - started  # type: ignore[arg-type]
-    )
+        sums.append((t, result))
+    return ChunkResult(chunk, position, source, tuple(sums), time.monotonic() - started)
 
 
 def _checksum(conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk) -> SideSum:
@@ -268,7 +273,13 @@ def _checksum(conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk) 
 
 
 def _target_checksum(
-    ctx: Context, conn: Any, waiter: Waiter, table: TableSpec, t: int, chunk: Chunk, position: Position
+    ctx: Context,
+    conn: Any,
+    waiter: Waiter,
+    table: TableSpec,
+    t: int,
+    chunk: Chunk,
+    position: Position,
 ) -> SideSum:
     side = table.targets[t]
     assert side is not None
@@ -353,11 +364,15 @@ def _compare_chunk(
             )
 
 
-def _row_hashes(conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk) -> dict[tuple[Any, ...], int]:
+def _row_hashes(
+    conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk
+) -> dict[tuple[Any, ...], int]:
     where, params = chunk.where(table.key)
     n = len(table.key)
     with conn.cursor() as cur:
-        cur.execute(checksums.row_hashes_sql(side[0], side[1], table.key, table.encoding, where), params)
+        cur.execute(
+            checksums.row_hashes_sql(side[0], side[1], table.key, table.encoding, where), params
+        )
         return {tuple(r[:n]): int(r[n]) for r in cur.fetchall()}
 
 
@@ -395,7 +410,9 @@ def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: C
 Image = tuple[str | None, ...] | None  # per-column hashes of a row; None = no such row
 
 
-def _images(conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[tuple[Any, ...]]) -> dict[tuple[Any, ...], Image]:
+def _images(
+    conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], Image]:
     """Per-column hashes of `keys` (in the caller's transaction); absent keys map to None."""
     out: dict[tuple[Any, ...], Image] = dict.fromkeys(keys)
     n = len(table.key)
@@ -414,7 +431,9 @@ def _images(conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[t
     return out
 
 
-def _source_images(ctx: Context, s: _Sessions, table: TableSpec, keys: Sequence[tuple[Any, ...]]) -> tuple[Position, dict[tuple[Any, ...], Image]]:
+def _source_images(
+    ctx: Context, s: _Sessions, table: TableSpec, keys: Sequence[tuple[Any, ...]]
+) -> tuple[Position, dict[tuple[Any, ...], Image]]:
     position = ctx.snapshot(s.source)
     try:
         return position, _images(s.source, table.source, table, keys)
@@ -501,7 +520,11 @@ def _with_values(s: _Sessions, table: TableSpec, t: int, diffs: list[Diff]) -> l
 
 
 def _values(
-    conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[tuple[Any, ...]], columns: Sequence[str]
+    conn: Any,
+    side: tuple[str, str],
+    table: TableSpec,
+    keys: Sequence[tuple[Any, ...]],
+    columns: Sequence[str],
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     n = len(table.key)
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
@@ -531,4 +554,3 @@ def show(value: Any) -> Any:
     else:
         text = str(value)
     return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + "…"
-

@@ -17,10 +17,11 @@ import threading
 import time
 from pathlib import Path
 
+from ..hubcommands import fetch_status as fetch
+from ..statusview import render
+from . import paper_timing
 from .localsite import LocalSite, wait_until
-from .ops import paper_timing
 from .sandbox import Sandbox, Server
-from .status import fetch, render
 from .verify import caught_up, differences, origin_gtid, table_rows
 
 SCHEMA, TABLE = "demo", "trx"

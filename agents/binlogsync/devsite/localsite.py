@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import BinlogsyncError
+from ..errors import BinlogsyncError
+from ..transport.curve import make_keys
 from .sandbox import Server, free_port
-from .transport.curve import make_keys
 
 
 @dataclass
@@ -151,7 +151,7 @@ class LocalSite:
 
     def wait_online(self, timeout: float = 30.0) -> None:
         """Wait until the hub sees every agent online (and so the origin is registered)."""
-        from .status import fetch
+        from ..hubcommands import fetch_status as fetch
 
         def online() -> bool:
             try:

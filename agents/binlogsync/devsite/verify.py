@@ -8,6 +8,7 @@ from typing import Any
 
 import pymysql
 
+from ..apply import checkpoint as checkpoints
 from .sandbox import Server
 
 
@@ -30,9 +31,8 @@ def applied_gtid(target: Server, origin_name: str) -> str | None:
     """The GTID of the last origin transaction the target has applied (its checkpoint)."""
     try:
         with target.connect() as conn, conn.cursor() as cur:
-            cur.execute("SELECT gtid FROM binlogsync.checkpoint WHERE origin=%s", (origin_name,))
-            row = cur.fetchone()
-            return row[0] if row else None
+            position = checkpoints.read(cur, origin_name)
+            return position.gtid if position else None
     except pymysql.err.ProgrammingError:
         return None  # no checkpoint table yet
 

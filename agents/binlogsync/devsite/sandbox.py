@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pymysql
 
-from .errors import SandboxError
+from ..errors import SandboxError
 
 REPLICATION_USER = "repl"
 REPLICATION_PASSWORD = "repl-sandbox"

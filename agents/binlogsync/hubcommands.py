@@ -1,4 +1,6 @@
-"""Send a repair through the hub: source row images for the keys a reconciliation found
+"""Commands that tools send to the hub: `fetch_status` (STATUS) and `send_repair` (REPAIR).
+
+A repair sends source row images for the keys a reconciliation found
 different, applied on one target by the normal apply path.
 
 The images must have been read in a consistent snapshot of the source at binlog position
@@ -13,6 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from .codec import pack
 from .errors import ApplyError, UnreachableError
@@ -51,3 +54,17 @@ def send_repair(
                 return message.header["upto"]  # type: ignore[no-any-return]
             if message.kind == frames.ERROR:
                 raise ApplyError(f"repair refused: {message.header['message']}")
+
+
+def fetch_status(path: str, timeout: float = 5.0) -> dict[str, Any]:
+    with admin_socket(path) as (sock, endpoint):
+        sock.send_multipart(frames.encode(frames.STATUS, {}))
+        if not sock.poll(int(timeout * 1000)):
+            raise UnreachableError(
+                f"the hub at {endpoint} did not answer within {timeout:.0f} s",
+                "is `binlogsync server` running, and do the CURVE keys match?",
+            )
+        message = frames.decode(sock.recv_multipart(), 64 * 1024 * 1024)
+        if message.kind != frames.STATUS_REPLY:
+            raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
+        return dict(message.header["status"])

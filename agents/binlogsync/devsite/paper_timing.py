@@ -24,9 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..localsite import LocalSite, wait_until
-from ..sandbox import Sandbox, Server
-from ..verify import caught_up, differences, gtid_seq, origin_gtid
+from ..apply import checkpoint as checkpoints
+from .localsite import LocalSite, wait_until
+from .sandbox import Sandbox, Server
+from .verify import caught_up, differences, gtid_seq, origin_gtid
 
 PAPER = {
     "insert": {100: 77, 200: 154, 400: 306, 600: 587, 1000: 758},
@@ -69,9 +70,8 @@ class _Clock:
         with self.target_conn.cursor() as cur:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
-                cur.execute("SELECT gtid FROM binlogsync.checkpoint WHERE origin='origin'")
-                row = cur.fetchone()
-                if row and gtid_seq(row[0]) >= want:
+                position = checkpoints.read(cur, "origin")
+                if position and gtid_seq(position.gtid) >= want:
                     out["ours"] = time.perf_counter()
                     return
                 time.sleep(0.001)  # 1 ms resolution; faster polling would slow the target

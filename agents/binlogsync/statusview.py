@@ -1,28 +1,10 @@
-"""`binlogsync status`: ask the hub what it knows and print it for people or machines."""
+"""`binlogsync status` for people: the hub's status map as aligned tables."""
 
 from __future__ import annotations
 
 import datetime as dt
 import time
 from typing import Any
-
-from .errors import UnreachableError
-from .transport import frames
-from .transport.admin import admin_socket
-
-
-def fetch(path: str, timeout: float = 5.0) -> dict[str, Any]:
-    with admin_socket(path) as (sock, endpoint):
-        sock.send_multipart(frames.encode(frames.STATUS, {}))
-        if not sock.poll(int(timeout * 1000)):
-            raise UnreachableError(
-                f"the hub at {endpoint} did not answer within {timeout:.0f} s",
-                "is `binlogsync server` running, and do the CURVE keys match?",
-            )
-        message = frames.decode(sock.recv_multipart(), 64 * 1024 * 1024)
-        if message.kind != frames.STATUS_REPLY:
-            raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
-        return dict(message.header["status"])
 
 
 def _pos(p: dict[str, Any] | None) -> str:

@@ -1,0 +1,81 @@
+"""Run one target transaction's statements in order, overlapping building with executing.
+
+The next statement is built and bound (escaped by the driver) on the caller's thread while the
+server executes the previous one on a worker thread: the two halves of the work overlap. Every
+other use of the connection waits for the running statement first (`wait`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
+from typing import Any
+
+import pymysql
+
+from .statements import Statement
+
+
+class StatementFailed(Exception):
+    """A statement failed: the driver error and the statement (internal to apply/)."""
+
+    def __init__(self, cause: BaseException, statement: Statement) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+        self.statement = statement
+
+
+def execute(cursor: Any, statement: Statement) -> None:
+    cursor.execute(statement.sql, statement.params)
+
+
+class Pipeline:
+    """One statement at a time on `cursor`, run by `worker` (a one-thread executor) with
+    `run` (`execute` unless a test records statements)."""
+
+    def __init__(
+        self,
+        cursor: Any,
+        worker: ThreadPoolExecutor,
+        run: Callable[[Any, Statement], None] = execute,
+    ) -> None:
+        self.cursor = cursor
+        self.worker = worker
+        self.run = run
+        self.running: Future[None] | None = None
+        self.statement: Statement | None = None
+
+    def submit(self, statement: Statement) -> None:
+        bound = replace(
+            statement, sql=self.cursor.mogrify(statement.sql, statement.params), params=None
+        )
+        self.wait()
+        self.statement = statement
+        self.running = self.worker.submit(self.run, self.cursor, bound)
+
+    def run_here(self, statement: Statement) -> None:
+        """Run `statement` on the calling thread, after the running one: with nothing left to
+        overlap, a hand-over to the worker thread would only add latency."""
+        self.wait()
+        try:
+            self.run(self.cursor, statement)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise StatementFailed(exc, statement) from exc
+
+    def wait(self) -> None:
+        """Wait for the running statement; its driver error is raised as StatementFailed."""
+        running, statement = self.running, self.statement
+        self.running = self.statement = None
+        if running is None or statement is None:
+            return
+        try:
+            running.result()
+        except (pymysql.err.MySQLError, OSError) as exc:
+            raise StatementFailed(exc, statement) from exc
+
+    def settle(self) -> None:
+        """Wait for the running statement and ignore how it ended (an error is being raised)."""
+        running, self.running, self.statement = self.running, None, None
+        if running is not None:
+            wait([running])

@@ -1,0 +1,197 @@
+"""What the applier knows of the target's tables: columns, primary key, generated columns,
+the statement layout per origin column list, and the origin's DDL that may explain a
+difference.
+
+Definitions are read from information_schema once and cached; a "ddl" change from the origin
+drops the cached definitions of the tables it names (the DBA is expected to run the same DDL
+on the target), and any apply error clears the cache, so a retry sees the target as it is now.
+
+Extra target columns are allowed (they take their defaults), but when the origin's DDL dropped
+a column that the target still has, apply stops with SchemaMismatchError instead of filling it
+with its default without a word.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ApplyError, MissingTableError, SchemaMismatchError
+from ..model import Change
+from ..position import Position
+from .statements import Layout, TableInfo, is_generated
+
+log = logging.getLogger("binlogsync.apply")
+
+_SHOW_DDL = 500  # characters of a DDL statement quoted in messages
+
+
+def context(
+    origin: str, target: object, position: Position | str | None, schema: str, table: str
+) -> str:
+    """The start of every apply error message: who, which transaction, which table, where."""
+    where = f" transaction {position}" if position is not None else ""
+    return f"origin {origin}: cannot apply{where} to `{schema}`.`{table}` on target {target}: "
+
+
+class TargetTables:
+    def __init__(self, origin: str, target: object) -> None:
+        self.origin, self.target = origin, target
+        self._tables: dict[tuple[str, str], TableInfo] = {}
+        self._layouts: dict[tuple[str, str, tuple[str, ...]], Layout] = {}
+        self._ddl: dict[tuple[str, str], tuple[Position, str]] = {}
+        # Origin columns last seen per table, and tables whose DDL arrived since: a later change
+        # with fewer columns means the origin dropped some.
+        self._seen: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._changed: set[tuple[str, str]] = set()
+        self._extra_warned: set[tuple[str, str, tuple[str, ...]]] = set()
+        self.before_query: Callable[[], None] = lambda: None  # the applier waits its pipeline
+
+    def forget(self) -> None:
+        """After an error: read every definition again next time."""
+        self._tables.clear()
+        self._layouts.clear()
+
+    def table(self, cursor: Any, position: Position | None, schema: str, table: str) -> TableInfo:
+        info = self._tables.get((schema, table))
+        if info is not None:
+            return info
+        self.before_query()
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (schema, table),
+        )
+        rows = [r for r in cursor.fetchall() if r[0] == schema and r[1] == table]
+        if not rows:
+            raise MissingTableError(
+                context(self.origin, self.target, position, schema, table)
+                + f"the target has no table `{schema}`.`{table}`",
+                self.with_ddl(
+                    schema,
+                    table,
+                    "create it on the target as the origin defines it, or exclude it from the "
+                    "route; apply resumes by itself",
+                ),
+            )
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' "
+            "ORDER BY SEQ_IN_INDEX",
+            (schema, table),
+        )
+        key = tuple(r[2] for r in cursor.fetchall() if r[0] == schema and r[1] == table)
+        info = TableInfo(
+            schema,
+            table,
+            tuple(r[2] for r in rows),
+            key,
+            frozenset(r[2].lower() for r in rows if is_generated(r[3])),
+        )
+        self._tables[(schema, table)] = info
+        return info
+
+    def layout(self, cursor: Any, position: Position, change: Change, strict: bool) -> Layout:
+        cache_key = (change.schema, change.table, change.columns)
+        layout = self._layouts.get(cache_key)
+        if layout is not None:
+            return layout
+        info = self.table(cursor, position, change.schema, change.table)
+        self._check_dropped(info, position, change)
+        try:
+            layout = Layout.build(info, change.columns, guard=strict)
+        except ApplyError as exc:
+            fix = exc.fix
+            if isinstance(exc, SchemaMismatchError):
+                fix = self.with_ddl(change.schema, change.table, f"{fix}; apply resumes by itself")
+            raise type(exc)(
+                context(self.origin, self.target, position, change.schema, change.table)
+                + exc.message,
+                fix,
+            ) from None
+        self._warn_extra(info, change)
+        self._layouts[cache_key] = layout
+        return layout
+
+    def _check_dropped(self, info: TableInfo, position: Position, change: Change) -> None:
+        name = (change.schema, change.table)
+        before = self._seen.get(name)
+        self._seen[name] = change.columns
+        if before is None or name not in self._changed:
+            return
+        now = {c.lower() for c in change.columns}
+        dropped = [c for c in before if c.lower() not in now and c in info.columns]
+        if not dropped:
+            self._changed.discard(name)
+            return
+        self._seen[name] = before  # the check holds until the target matches
+        columns = ", ".join(f"`{c}`" for c in dropped)
+        raise SchemaMismatchError(
+            context(self.origin, self.target, position, change.schema, change.table)
+            + f"the origin no longer sends column(s) {columns}, which the target still has: "
+            "they would be filled with their defaults",
+            self.with_ddl(
+                change.schema,
+                change.table,
+                f"drop {columns} on the target as the origin did; apply resumes by itself",
+            ),
+        )
+
+    def _warn_extra(self, info: TableInfo, change: Change) -> None:
+        sent = {c.lower() for c in change.columns}
+        extra = tuple(c for c in info.columns if c.lower() not in sent)
+        key = (change.schema, change.table, extra)
+        if extra and key not in self._extra_warned:
+            self._extra_warned.add(key)
+            log.warning(
+                "origin %s: target table `%s`.`%s` has column(s) %s that the origin does not "
+                "send; they take their defaults (if the origin dropped them, drop them here too)",
+                self.origin,
+                change.schema,
+                change.table,
+                ", ".join(extra),
+            )
+
+    def note_ddl(self, position: Position, change: Change) -> None:
+        """Remember the origin's DDL and forget what we knew of the tables it touches."""
+        self._ddl[(change.schema, change.table)] = (position, change.statement)
+        for key in list(self._tables):
+            if (not change.schema or key[0] == change.schema) and (
+                not change.table or key[1] == change.table
+            ):
+                del self._tables[key]
+                self._changed.add(key)
+        for name in list(self._seen):
+            if (not change.schema or name[0] == change.schema) and (
+                not change.table or name[1] == change.table
+            ):
+                self._changed.add(name)
+        for layout_key in list(self._layouts):
+            if (not change.schema or layout_key[0] == change.schema) and (
+                not change.table or layout_key[1] == change.table
+            ):
+                del self._layouts[layout_key]
+
+    def with_ddl(self, schema: str, table: str, fix: str) -> str:
+        """`fix`, preceded by the origin's DDL that most likely explains the difference."""
+        found = self._ddl.get((schema, table))
+        if found is None:
+            # DDL of the schema that names no table, or names this one (RENAME, CREATE … LIKE).
+            named = re.compile(rf"(?<![\w$]){re.escape(table)}(?![\w$])", re.IGNORECASE)
+            related = [
+                v
+                for (s, t), v in self._ddl.items()
+                if s == schema and (not t or named.search(v[1]))
+            ]
+            found = max(related, key=lambda v: v[0].key) if related else None
+        if found is None:
+            return fix
+        position, text = found
+        if len(text) > _SHOW_DDL:
+            text = text[:_SHOW_DDL] + "…"
+        return (
+            f"the origin ran: {text} (at {position}); run the same on the target, "
+            "apply resumes by itself"
+        )

@@ -1,0 +1,133 @@
+"""A cache of parsed Table_map events, hooked into python-mysql-replication's connection.
+
+Every transaction repeats the Table_map event of each table it touches, and parsing it costs
+more than decoding a one-row Rows event. `TableMapCache` recognises a Table_map packet whose
+body (table id + column metadata, checksum excluded) is byte-identical to one already parsed,
+installs the parsed table into the library's table map itself, and turns the packet into an
+event type the library skips. Identical bytes give an identical parse, so this is safe across
+DDL (new table id / new metadata = new bytes) and across rotation.
+
+This leans on private parts of PyMySQL (`Connection._read_packet`, `_write_bytes`) and of
+python-mysql-replication (`BinLogStreamReader.table_map`, its name-mangled `__use_checksum`):
+pyproject.toml pins both to the minor versions verified here, and `check_library()` verifies
+at start-up that they are still there, so an upgrade fails loudly instead of misreading.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import pymysql
+from pymysql.constants.COMMAND import COM_BINLOG_DUMP
+from pymysql.protocol import MysqlPacket
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants.BINLOG import TABLE_MAP_EVENT, UNKNOWN_EVENT
+
+from ..errors import PreflightError
+
+_LIMIT = 4096  # parsed tables kept; the cache starts over when it is full
+_CHECKSUM_ATTRIBUTE = "_BinLogStreamReader__use_checksum"
+
+
+def check_library() -> None:
+    """Raise PreflightError when the private hooks this module needs are gone."""
+    missing = []
+    connection = pymysql.connections.Connection
+    for name, params in (("_read_packet", ["self", "packet_type"]), ("_write_bytes", None)):
+        method = getattr(connection, name, None)
+        if method is None or (
+            params is not None and list(inspect.signature(method).parameters) != params
+        ):
+            missing.append(f"pymysql Connection.{name}")
+    init = inspect.getsource(BinLogStreamReader.__init__)
+    if "self.__use_checksum" not in init or "self.table_map" not in init:
+        missing.append("BinLogStreamReader.__use_checksum / table_map")
+    if missing:
+        raise PreflightError(
+            f"the installed PyMySQL or mysql-replication lacks what capture relies on: "
+            f"{', '.join(missing)}",
+            "install the versions pyproject.toml pins (pip install -e . in a fresh venv)",
+        )
+
+
+class _CachingConnection(pymysql.connections.Connection):
+    """The library's connection class, with a hook on binlog packets.
+
+    The hook is armed only once this connection has sent COM_BINLOG_DUMP, so ordinary query
+    replies (which the library's control connection also reads) are never touched.
+    """
+
+    binlog_hook: Callable[[MysqlPacket], MysqlPacket] | None = None
+    _dumping = False
+
+    def _write_bytes(self, data: bytes) -> None:
+        if len(data) > 4 and data[4] == COM_BINLOG_DUMP:
+            self._dumping = True
+        super()._write_bytes(data)
+
+    def _read_packet(self, packet_type: type = MysqlPacket) -> Any:
+        packet = super()._read_packet(packet_type)
+        if self._dumping and self.binlog_hook is not None:
+            return self.binlog_hook(packet)
+        return packet
+
+
+class TableMapCache:
+    """Parsed Table_map events by their bytes, for one binlog stream."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.hits = 0  # Table_map events served from the cache (for benchmarks)
+        self._tables: dict[bytes, Any] = {}
+        self._stream: Any = None
+        self._post_header: Any = None
+
+    def connection_factory(self) -> Callable[..., Any]:
+        """The `pymysql_wrapper` to give BinLogStreamReader."""
+
+        def connect(**kwargs: Any) -> Any:
+            conn = _CachingConnection(**kwargs)
+            conn.binlog_hook = self._on_packet
+            return conn
+
+        return connect
+
+    def attach(self, stream: Any) -> None:
+        self._stream = stream
+
+    def format_changed(self, post_header_len: Any) -> None:
+        """A Format_description event: a different layout makes the cached bytes meaningless."""
+        if post_header_len != self._post_header:
+            self._post_header = post_header_len
+            self._tables.clear()
+
+    def remember(self, event: Any) -> None:
+        """A Table_map event the library parsed itself: keep the parse for identical bytes."""
+        key = self._key(event.packet.packet.get_all_data())
+        if key is None:
+            return
+        if len(self._tables) > _LIMIT:
+            self._tables.clear()
+        self._tables[key] = event.get_table()
+
+    def _key(self, data: bytes) -> bytes | None:
+        checksum = getattr(self._stream, _CHECKSUM_ATTRIBUTE, None)
+        if checksum is None:  # not connected yet, or a library without it: do not cache
+            return None
+        return bytes(data[20 : len(data) - 4] if checksum else data[20:])
+
+    def _on_packet(self, packet: MysqlPacket) -> MysqlPacket:
+        data = packet.get_all_data()
+        # OK byte, then the 19-byte event header: timestamp(4) type(1) server(4) size(4) ...
+        if not self.enabled or len(data) < 26 or data[0] != 0 or data[5] != TABLE_MAP_EVENT:
+            return packet
+        key = self._key(data)
+        table = self._tables.get(key) if key is not None else None
+        if table is None or self._stream is None:
+            return packet
+        self._stream.table_map[table.table_id] = table
+        self.hits += 1
+        # Same header (so log_pos bookkeeping is unchanged), an event type the library skips.
+        return MysqlPacket(data[:5] + bytes((UNKNOWN_EVENT,)) + data[6:], "utf8")

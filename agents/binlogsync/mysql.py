@@ -1,0 +1,165 @@
+"""The one edge between binlogsync and MySQL/MariaDB servers (PyMySQL).
+
+Every connection is opened by `connect` (utf8mb4, a connect timeout, named in messages by what
+the caller was doing), and every PyMySQL or socket exception becomes one of our errors through
+one table of server error codes (`KINDS`):
+
+    unreachable   the connection failed or was lost (client errors 2000-2999, 1040, 1053, …)
+    access        the server refused the user (1045)
+    privilege     the user lacks a privilege (1044, 1142, 1143, 1227)
+    purged        a binlog position the server no longer has (1236)
+    missing_table, missing_column, no_default, value, constraint, transient, too_large
+
+`errors(db, doing)` is the context manager that callers wrap their statements in; `translate`
+is the same mapping for callers that need the error object. Unreachable servers are
+`UnreachableError` (retryable); the rest is `refused`, a class the caller chooses
+(PreflightError for capture, ApplyError for apply, DatabaseError by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final, TypeAlias
+
+import pymysql
+
+from .config import DatabaseSettings
+from .errors import BinlogsyncError, DatabaseError, UnreachableError
+
+_GROUPS: Final[dict[str, frozenset[int]]] = {
+    "unreachable": frozenset(
+        {1040, 1053, 1152, 1154, 1155, 1156, 1157, 1158, 1159, 1160, 1161, 1927}
+    ),
+    "access": frozenset({1045}),
+    "privilege": frozenset({1044, 1142, 1143, 1227}),
+    "purged": frozenset({1236}),
+    "missing_table": frozenset({1049, 1146}),
+    "missing_column": frozenset({1054}),
+    "no_default": frozenset({1364}),
+    "value": frozenset({1138, 1264, 1265, 1292, 1366, 1367, 1406, 1411, 1690, 3140, 4078}),
+    "constraint": frozenset(
+        {1048, 1062, 1216, 1217, 1451, 1452, 1557, 1586, 1761, 1762, 3819, 4025}
+    ),
+    "transient": frozenset({1205, 1213}),
+    "too_large": frozenset({1153}),
+}
+KINDS: Final[dict[int, str]] = {code: kind for kind, codes in _GROUPS.items() for code in codes}
+_CLIENT_ERRORS = range(2000, 3000)  # CR_* codes: the connection, not the server, failed
+
+Connection: TypeAlias = pymysql.connections.Connection
+
+
+def code_of(exc: BaseException) -> int | None:
+    """The server's (or client library's) error number of a PyMySQL exception."""
+    args = tuple(getattr(exc, "args", ()))
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def text_of(exc: BaseException) -> str:
+    args = tuple(getattr(exc, "args", ()))
+    return str(args[1]) if len(args) > 1 else str(exc)
+
+
+def kind_of(exc: BaseException) -> str:
+    """What an exception means, by the table above ('other' when it is not in it)."""
+    if isinstance(exc, OSError | pymysql.err.InterfaceError):
+        return "unreachable"
+    code = code_of(exc)
+    if code in (None, 0) or (code is not None and code in _CLIENT_ERRORS):
+        return "unreachable"
+    assert code is not None
+    return KINDS.get(code, "other")
+
+
+def describe(exc: BaseException) -> str:
+    """`MySQL error 1146: Table 'x.y' doesn't exist`, or the exception's type and text."""
+    code = code_of(exc)
+    return f"MySQL error {code}: {text_of(exc)}" if code else f"{type(exc).__name__}: {exc}"
+
+
+def translate(
+    exc: BaseException,
+    db: DatabaseSettings,
+    doing: str,
+    refused: type[BinlogsyncError] = DatabaseError,
+    grants: str = "",
+) -> BinlogsyncError:
+    """`exc` as one of our errors, naming the server, what we were doing, and the fix."""
+    where = f"{db.host}:{db.port}"
+    kind, text = kind_of(exc), text_of(exc)
+    if kind == "unreachable":
+        return UnreachableError(
+            f"{doing}: cannot reach MySQL/MariaDB at {where}: {text}",
+            "check that the server is running, that host and port in the config are right, "
+            "and that no firewall blocks the port",
+        )
+    if kind == "access":
+        error = refused(
+            f"{doing}: access denied for user {db.user!r} at {where}: {text}",
+            "check the user and password in the config (password_file or password_env)",
+        )
+    elif kind == "privilege":
+        error = refused(
+            f"{doing}: user {db.user!r} at {where} lacks a privilege: {text}",
+            grants or f"grant {db.user!r} the privilege the message names",
+        )
+    elif kind == "purged":
+        error = refused(
+            f"{doing}: the server {where} cannot serve the binlog from the requested "
+            f"position: {text}",
+            "the position was purged or never existed: reseed the targets, then move capture "
+            "on with `binlogsync capture-skip --origin NAME --to current --reason …`",
+        )
+    else:
+        error = refused(f"{doing}: MySQL/MariaDB at {where} refused: {describe(exc)}")
+    if isinstance(error, DatabaseError):
+        error.code, error.kind = code_of(exc), kind
+    return error
+
+
+@contextmanager
+def errors(
+    db: DatabaseSettings,
+    doing: str,
+    refused: type[BinlogsyncError] = DatabaseError,
+    grants: str = "",
+) -> Iterator[None]:
+    """Run the block; a PyMySQL or socket exception leaves it as one of our errors."""
+    try:
+        yield
+    except (pymysql.err.MySQLError, OSError) as exc:
+        raise translate(exc, db, doing, refused, grants) from exc
+
+
+def connect(
+    db: DatabaseSettings,
+    doing: str,
+    *,
+    autocommit: bool = True,
+    connect_timeout: float = 5,
+    read_timeout: float | None = None,
+    refused: type[BinlogsyncError] = DatabaseError,
+    grants: str = "",
+    **extra: Any,
+) -> Connection:
+    """A PyMySQL connection to `db` (utf8mb4); failures are our errors, naming `doing`."""
+    with errors(db, doing, refused, grants):
+        return pymysql.connect(
+            **db.connect_args(),
+            charset="utf8mb4",
+            autocommit=autocommit,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            **extra,
+        )
+
+
+def close(conn: Any) -> None:
+    """Close a connection that may already be broken; never raises."""
+    if conn is None:
+        return
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 - closing a broken connection must not raise
+        pass

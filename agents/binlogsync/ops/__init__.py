@@ -1,1 +1,0 @@
-"""Lifecycle work that the CLI and (later) the Airflow DAGs both call."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,6 @@ import zmq
 
 from binlogsync.codec import pack
 from binlogsync.config import HubConfig, Route, Security
-from binlogsync.devsite.sandbox import free_port
 from binlogsync.hub.server import Hub
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
@@ -28,17 +27,19 @@ def body(t: Transaction) -> bytes:
 
 
 class HubThread:
+    """A hub on a port the OS chooses (`endpoint` once entered)."""
+
     def __init__(
         self,
         data_dir: Path,
         routes: tuple[Route, ...] | None = None,
         security: Security | None = None,
+        bind: str = "tcp://127.0.0.1:*",
         **kwargs: Any,
     ) -> None:
-        self.port = free_port()
         self.config = HubConfig(
             name="hub",
-            bind=f"tcp://127.0.0.1:{self.port}",
+            bind=bind,
             data_dir=data_dir,
             routes=routes or (Route("o1", ("t1",), TableFilter(("*.*",))),),
             security=security or Security(),
@@ -46,15 +47,21 @@ class HubThread:
             **kwargs,
         )
         self.hub = Hub(self.config)
-        self.thread = threading.Thread(target=self.hub.run, daemon=True)
+        self.endpoint = ""
 
     def __enter__(self) -> HubThread:
-        self.thread.start()
+        self.hub.start()
+        deadline = time.monotonic() + 10
+        while not self.hub.bound_endpoint:
+            if self.hub.error is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the hub did not start: {self.hub.error}")
+            time.sleep(0.005)
+        self.endpoint = self.hub.bound_endpoint
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.hub.stop()
-        self.thread.join(10)
+        assert self.hub.join(10), "the hub did not stop within 10 s"
 
 
 OPEN_PEERS: list[Peer] = []
@@ -93,18 +100,43 @@ class Peer:
         roles: list[str],
         start: Position | None = None,
         checkpoints: dict[str, Any] | None = None,
+        oldest: Position | None = None,
+        **extra: Any,
     ) -> frames.Message:
-        self.send(
-            frames.HELLO,
-            {
-                "host": host,
-                "roles": roles,
-                "checkpoints": checkpoints or {},
-                "start": start,
-                "agent": "test",
-            },
-        )
+        self.send(frames.HELLO, hello_header(host, roles, start, checkpoints, oldest, **extra))
         return self.recv(kind=frames.WELCOME)
+
+    def batch(
+        self, origin: str, seq: int, bodies: list[bytes], after: Position | None = None
+    ) -> None:
+        self.send(frames.BATCH, {"origin": origin, "seq": seq, "after": after}, bodies)
+
+    def applied(self, delivery: frames.Message, upto: Position | None = None) -> None:
+        header = delivery.header
+        self.send(
+            frames.APPLIED,
+            {"origin": header["origin"], "seq": header["seq"], "upto": upto or header["upto"]},
+        )
 
     def close(self) -> None:
         self.sock.close(linger=0)
+
+
+def hello_header(
+    host: str,
+    roles: list[str],
+    start: Position | None = None,
+    checkpoints: dict[str, Any] | None = None,
+    oldest: Position | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "host": host,
+        "roles": roles,
+        "checkpoints": checkpoints or {},
+        "start": start,
+        "oldest": oldest,
+        "agent": "test",
+        "max_message_bytes": 1 << 26,
+        **extra,
+    }

@@ -30,9 +30,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     from .runloop import stop_on_signals
 
     hub = Hub(load_hub(args.config))
-    stop_on_signals(hub.stop_event)
-    hub.run()
-    return 0
+    stop_on_signals(hub.stop)
+    return hub.run()
 
 
 def cmd_client(args: argparse.Namespace) -> int:
@@ -42,7 +41,7 @@ def cmd_client(args: argparse.Namespace) -> int:
 
     agent = ClientAgent(load_client(args.config))
     agent.preflight()
-    stop_on_signals(agent.stop_event)
+    stop_on_signals(agent.stop)
     return agent.run()
 
 

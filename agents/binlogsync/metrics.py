@@ -48,6 +48,18 @@ class HubMetrics:
             "Malformed or unauthorised messages dropped",
             registry=r,
         )
+        self.halted = Gauge(
+            "binlogsync_capture_halted",
+            "1 while an origin's capture is stopped at something it must not pass alone",
+            ["origin"],
+            registry=r,
+        )
+        self.blocked = Gauge(
+            "binlogsync_target_blocked",
+            "1 while nothing can be delivered to a target (reseed needed, message too large)",
+            ["target", "origin"],
+            registry=r,
+        )
 
 
 class ClientMetrics:
@@ -77,13 +89,23 @@ class ClientMetrics:
         )
         self.lag = Gauge(
             "binlogsync_apply_lag_seconds",
-            "Now minus origin commit time of the last applied transaction",
+            "Age of the oldest change delivered and not applied yet (0 when caught up)",
             ["origin"],
             registry=r,
         )
         self.hub_online = Gauge(
             "binlogsync_hub_online",
             "1 while the hub answers",
+            registry=r,
+        )
+        self.unanswered_hellos = Gauge(
+            "binlogsync_hub_unanswered_hellos",
+            "HELLOs sent since the last WELCOME (growing: the hub is unreachable or refuses)",
+            registry=r,
+        )
+        self.hub_handshake_failures = Gauge(
+            "binlogsync_hub_handshake_failures",
+            "CURVE handshakes with the hub that failed since the link was last up (a key mismatch)",
             registry=r,
         )
 

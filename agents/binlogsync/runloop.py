@@ -1,6 +1,12 @@
 """The one shape of every long-running piece: start, work until asked to stop, stop cleanly.
 
-`stop_on_signals` turns SIGTERM and SIGINT into a set Event, so `kill PID` and Ctrl-C end an
+As Maxwell's RunLoopProcess: a `RunLoop` subclass implements `run()` (set up, then loop until
+`stopping`, then clean up in `finally`). `start()` runs it on a thread of its own, or a program
+calls `run()` on its main thread; `stop()` asks it to end from anywhere (a signal handler
+too) and never blocks; `join(timeout)` waits for the thread. An exception that ends `run()` on
+its thread is kept in `error` and logged, never lost.
+
+`stop_on_signals` turns SIGTERM and SIGINT into `stop()`, so `kill PID` and Ctrl-C end an
 agent the same way: the current step finishes, sockets and connections close, nothing is left
 half-written (and what is half-done is safe anyway: see DESIGN.md).
 """
@@ -10,13 +16,60 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 
+log = logging.getLogger("binlogsync")
 
-def stop_on_signals(stop: threading.Event) -> None:
+
+class RunLoop:
+    """Subclasses implement `run()`; see the module doc."""
+
+    name = "runloop"
+
+    def __init__(self) -> None:
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None
+        self.result: int | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self.stop_event.is_set()
+
+    def run(self) -> int:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        try:
+            self.result = self.run()
+        except BaseException as exc:  # noqa: BLE001 - kept for whoever joins
+            self.error = exc
+            log.error("%s ended: %s", self.name, exc, exc_info=not hasattr(exc, "fix"))
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread; True when it has ended."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
     def handler(signum: int, _frame: FrameType | None) -> None:
-        logging.getLogger("binlogsync").info("signal %s: stopping", signal.Signals(signum).name)
-        stop.set()
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop()
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)

@@ -12,7 +12,7 @@ from binlogsync.config import Route, Security
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
 from binlogsync.transport import curve, frames
-from hubkit import HubThread, Peer, body, tx
+from hubkit import HubThread, Peer, body, hello_header, tx
 
 pytestmark = pytest.mark.integration
 
@@ -21,14 +21,14 @@ START = Position("binlog.000001", 4)
 
 def test_batches_are_acknowledged_after_storing_and_duplicates_dropped(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        origin = Peer(h.hub.bound_endpoint or h.config.bind)
+        origin = Peer(h.endpoint)
         welcome = origin.hello("o1", ["origin"], start=START)
         assert welcome.header["resume"] == START
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(i)) for i in range(1, 6)])
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 6)])
         ack = origin.recv(kind=frames.ACK)
         assert ack.header["seq"] == 1 and ack.header["upto"] == tx(5).position
         # A client restarted from an older position sends some again: they are dropped.
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 2}, [body(tx(i)) for i in range(3, 8)])
+        origin.batch("o1", 2, [body(tx(i)) for i in range(3, 8)])
         assert origin.recv(kind=frames.ACK).header["upto"] == tx(7).position
         assert h.hub.log.log_rows("o1") == 7
         assert h.hub.log.head("o1") == tx(7).position
@@ -37,9 +37,9 @@ def test_batches_are_acknowledged_after_storing_and_duplicates_dropped(tmp_path:
 
 def test_delivery_in_order_within_window_and_cursor_moves_on_applied(tmp_path: Path) -> None:
     with HubThread(tmp_path, batch_transactions=3, window=2) as h:
-        origin, target = Peer(h.config.bind), Peer(h.config.bind)
+        origin, target = Peer(h.endpoint), Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(i)) for i in range(1, 11)])
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 11)])
         origin.recv(kind=frames.ACK)
         target.hello("t1", ["target"])
         first = target.recv(kind=frames.DELIVER)
@@ -63,12 +63,12 @@ def test_delivery_in_order_within_window_and_cursor_moves_on_applied(tmp_path: P
 
 def test_offline_target_catches_up_from_its_own_checkpoint(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        origin = Peer(h.config.bind)
+        origin = Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(i)) for i in range(1, 6)])
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 6)])
         origin.recv(kind=frames.ACK)
         # The target comes back saying (from its database) it applied up to tx 3.
-        target = Peer(h.config.bind)
+        target = Peer(h.endpoint)
         target.hello("t1", ["target"], checkpoints={"o1": tx(3).position.to_json()})
         delivered = target.recv(kind=frames.DELIVER)
         assert [t.position for t in delivered.transactions()] == [tx(4).position, tx(5).position]
@@ -76,15 +76,15 @@ def test_offline_target_catches_up_from_its_own_checkpoint(tmp_path: Path) -> No
 
 def test_hub_restart_loses_nothing(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        origin = Peer(h.config.bind)
+        origin = Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(i)) for i in range(1, 4)])
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 4)])
         origin.recv(kind=frames.ACK)
         origin.close()
     with HubThread(tmp_path) as h2:
-        origin = Peer(h2.config.bind)
+        origin = Peer(h2.endpoint)
         assert origin.hello("o1", ["origin"], start=START).header["resume"] == tx(3).position
-        target = Peer(h2.config.bind)
+        target = Peer(h2.endpoint)
         target.hello("t1", ["target"])
         delivered = target.recv(kind=frames.DELIVER)
         assert len(delivered.transactions()) == 3
@@ -93,15 +93,11 @@ def test_hub_restart_loses_nothing(tmp_path: Path) -> None:
 def test_routing_filters_tables_and_renames_schema(tmp_path: Path) -> None:
     routes = (Route("o1", ("t1",), TableFilter(("shop.keep",)), {"shop": "copy"}),)
     with HubThread(tmp_path, routes=routes) as h:
-        origin = Peer(h.config.bind)
+        origin = Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(
-            frames.BATCH,
-            {"origin": "o1", "seq": 1},
-            [body(tx(1, "keep")), body(tx(2, "drop")), body(tx(3, "keep"))],
-        )
+        origin.batch("o1", 1, [body(tx(1, "keep")), body(tx(2, "drop")), body(tx(3, "keep"))])
         origin.recv(kind=frames.ACK)
-        target = Peer(h.config.bind)
+        target = Peer(h.endpoint)
         target.hello("t1", ["target"])
         delivered = target.recv(kind=frames.DELIVER)
         got = delivered.transactions()
@@ -112,7 +108,7 @@ def test_routing_filters_tables_and_renames_schema(tmp_path: Path) -> None:
 
 def test_heartbeats_mark_hosts_online_and_offline(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        target = Peer(h.config.bind)
+        target = Peer(h.endpoint)
         target.hello("t1", ["target"])
         target.send(frames.PING, {})
         assert target.recv(kind=frames.PONG).kind == frames.PONG
@@ -127,67 +123,58 @@ def test_heartbeats_mark_hosts_online_and_offline(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "parts, reason",
     [
-        ([b"BLS1"], "frames"),
+        ([frames.VERSION], "frames"),
         ([b"XXX9", b"PING", b"\x80"], "protocol"),
-        ([b"BLS1", b"NOPE", b"\x80"], "unknown message kind"),
-        ([b"BLS1", b"HELLO", b"\xc1\xc1garbage"], "msgpack"),
-        ([b"BLS1", b"HELLO", b"\x81\xa4host\x01"], "must be str"),
-        ([b"BLS1", b"HELLO", b"\x80"], "lacks field"),
-        ([b"BLS1", b"BATCH", b"\x80"], "lacks field 'origin'"),
-        ([b"BLS1", b"PING", b"\x80"], "HELLO first"),
-        ([b"BLS1", b"PING", b"\x80", b"extra"], "carries no bodies"),
+        ([frames.VERSION, b"NOPE", b"\x80"], "unknown message kind"),
+        ([frames.VERSION, b"HELLO", b"\xc1\xc1garbage"], "msgpack"),
+        ([frames.VERSION, b"HELLO", b"\x81\xa4host\x01"], "must be str"),
+        ([frames.VERSION, b"HELLO", b"\x80"], "lacks field"),
+        ([frames.VERSION, b"BATCH", b"\x80"], "lacks field 'origin'"),
+        ([frames.VERSION, b"PING", b"\x80"], "HELLO first"),
+        ([frames.VERSION, b"PING", b"\x80", b"extra"], "carries no bodies"),
     ],
 )
 def test_malformed_frames_are_rejected_and_the_hub_carries_on(
     tmp_path: Path, parts: list[bytes], reason: str
 ) -> None:
     with HubThread(tmp_path) as h:
-        bad = Peer(h.config.bind)
+        bad = Peer(h.endpoint)
         bad.send_raw(parts)
         error = bad.recv(kind=frames.ERROR)
         assert reason in error.header["message"]
         assert h.hub.metrics.rejected._value.get() == 1
-        good = Peer(h.config.bind)
+        good = Peer(h.endpoint)
         assert good.hello("o1", ["origin"], start=START).kind == frames.WELCOME
 
 
 def test_a_truncated_transaction_body_is_rejected(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        origin = Peer(h.config.bind)
+        origin = Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(1))[:-3]])
+        origin.batch("o1", 1, [body(tx(1))[:-3]])
         assert origin.recv(kind=frames.ERROR).header["code"] == "rejected"
         assert h.hub.log.log_rows("o1") == 0
 
 
 def test_oversized_message_is_dropped(tmp_path: Path) -> None:
     with HubThread(tmp_path, max_message_bytes=10_000) as h:
-        origin = Peer(h.config.bind)
+        origin = Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
-        origin.send(frames.BATCH, {"origin": "o1", "seq": 1}, [b"\x00" * 200_000])
+        origin.batch("o1", 1, [b"\x00" * 200_000])
         origin.close()
-        fresh = Peer(h.config.bind)  # libzmq drops the oversized peer; the hub lives on
+        fresh = Peer(h.endpoint)  # libzmq drops the oversized peer; the hub lives on
         assert fresh.hello("o1", ["origin"], start=START).kind == frames.WELCOME
         assert h.hub.log.log_rows("o1") == 0
 
 
 def test_unknown_host_and_foreign_origin_are_refused(tmp_path: Path) -> None:
     with HubThread(tmp_path) as h:
-        peer = Peer(h.config.bind)
-        peer.send(
-            frames.HELLO,
-            {
-                "host": "intruder",
-                "roles": ["origin"],
-                "checkpoints": {},
-                "start": None,
-                "agent": "x",
-            },
-        )
+        peer = Peer(h.endpoint)
+        peer.send(frames.HELLO, hello_header("intruder", ["origin"]))
         assert "not in any [[route]]" in peer.recv(kind=frames.ERROR).header["message"]
-        target = Peer(h.config.bind)
+        target = Peer(h.endpoint)
         target.hello("t1", ["target"])
-        target.send(frames.BATCH, {"origin": "o1", "seq": 1}, [body(tx(1))])
+        target.batch("o1", 1, [body(tx(1))])
         assert "own origin" in target.recv(kind=frames.ERROR).header["message"]
         assert h.hub.log.log_rows("o1") == 0
 
@@ -208,19 +195,16 @@ def test_curve_admits_authorised_keys_only_and_binds_keys_to_hosts(tmp_path: Pat
             (authorized / public.name).write_bytes(public.read_bytes())
     security = Security(secret_key_file=keys / "hub.key_secret", authorized_keys_dir=authorized)
     with HubThread(tmp_path / "hub", security=security) as h:
-        good = _curve_peer(h.config.bind, keys, "o1")
+        good = _curve_peer(h.endpoint, keys, "o1")
         assert good.hello("o1", ["origin"], start=START).kind == frames.WELCOME
-        stranger = _curve_peer(h.config.bind, keys, "stranger")
+        stranger = _curve_peer(h.endpoint, keys, "stranger")
         stranger.send(frames.PING, {})
         with pytest.raises(TimeoutError):  # the handshake is refused: nothing comes back
             stranger.recv(timeout=1.0)
-        impostor = _curve_peer(h.config.bind, keys, "t1")  # t1's key claiming to be o1
-        impostor.send(
-            frames.HELLO,
-            {"host": "o1", "roles": ["origin"], "checkpoints": {}, "start": None, "agent": "x"},
-        )
-        assert "does not belong" in impostor.recv(kind=frames.ERROR).header["message"]
-        plain = Peer(h.config.bind)  # no CURVE at all
+        impostor = _curve_peer(h.endpoint, keys, "t1")  # t1's key claiming to be o1
+        impostor.send(frames.HELLO, hello_header("o1", ["origin"]))
+        assert "speaks only for its own host" in impostor.recv(kind=frames.ERROR).header["message"]
+        plain = Peer(h.endpoint)  # no CURVE at all
         plain.send(frames.PING, {})
         with pytest.raises(TimeoutError):
             plain.recv(timeout=1.0)

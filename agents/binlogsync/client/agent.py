@@ -1,8 +1,16 @@
 """The client agent's run loop: one thread owns the hub link; capture and apply run beside it.
 
-connect → HELLO (checkpoints, start position) → WELCOME → ship / apply / heartbeat …
-    ↑                                                    │ hub silent for `liveness`
-    └──────────────── new socket, back-off ──────────────┘ intervals, or ERROR hello-first
+    HELLO (checkpoints, binlog positions) → WELCOME → ship / apply / heartbeat …
+      ↑                                              │ hub silent for `liveness` intervals,
+      └──────── HELLO again at once when the link ───┘ or ERROR hello-first
+                is back, then every heartbeat interval
+
+The loop never blocks on anything but its poll: database reads for HELLO (the target's
+checkpoints, the origin's binlog positions) run on a short-lived thread (`HelloInfo`),
+capture and apply run on threads of their own that are never joined from the loop, and a
+hub that does not answer is asked again on a timer, not after a sleep. After three HELLOs
+without an answer the agent says why the hub may be silent (nothing listening, a CURVE
+handshake refused, a hub that accepts and stays silent), as far as the socket monitor tells.
 """
 
 from __future__ import annotations
@@ -10,15 +18,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import Any
 
 import zmq
 
 from .. import __version__
 from ..capture.preflight import check_origin
+from ..capture.tablemap import check_library
 from ..config import ClientConfig
 from ..errors import BinlogsyncError
 from ..metrics import ClientMetrics, serve
-from ..runloop import Backoff
+from ..position import Position
+from ..runloop import Backoff, RunLoop
 from ..transport import frames
 from ..transport.link import HubLink
 from .origin import OriginRole
@@ -26,13 +37,67 @@ from .target import TargetRole
 
 log = logging.getLogger("binlogsync.client")
 
+_FIRST_DIAGNOSIS = 3  # unanswered HELLOs before the agent says what it sees
+_DIAGNOSIS_EVERY = 30
 
-class ClientAgent:
+
+class HelloInfo(RunLoop):
+    """Reads what HELLO must say from the databases, off the agent's loop.
+
+    The target's checkpoints must be read (a HELLO never claims "nothing applied" for a target
+    it could not read), so this retries with back-off until it can, or is stopped. The
+    origin's positions may be unknown (None); the hub then waits for a later HELLO.
+    """
+
+    name = "hello-info"
+
+    def __init__(self, agent: ClientAgent) -> None:
+        super().__init__()
+        self.agent = agent
+        self.header: dict[str, Any] | None = None
+        self.made_at = 0.0
+
+    def run(self) -> int:
+        backoff = Backoff(0.5, 10.0)
+        agent = self.agent
+        checkpoints: dict[str, Any] = {}
+        while agent.target is not None and not self.stopping:
+            try:
+                checkpoints = agent.target.checkpoints()
+                break
+            except BinlogsyncError as exc:
+                delay = backoff.next()
+                log.warning(
+                    "cannot read the target's checkpoints (%s); retrying in %.1f s", exc, delay
+                )
+                self.stop_event.wait(delay)
+        start = oldest = None
+        if agent.origin is not None:
+            start, oldest = agent.origin.positions()
+        header: dict[str, Any] = {
+            "host": agent.config.name,
+            "roles": agent.roles,
+            "checkpoints": checkpoints,
+            "start": start,
+            "oldest": oldest,
+            "agent": __version__,
+            "max_message_bytes": agent.config.max_message_bytes,
+        }
+        if agent.origin is not None and agent.origin.halted is not None:
+            header["halted"] = agent.origin.halt_header()
+        self.header, self.made_at = header, time.monotonic()
+        agent.wake()
+        return 0
+
+
+class ClientAgent(RunLoop):
+    name = "client"
+
     def __init__(self, config: ClientConfig) -> None:
+        super().__init__()
         self.config = config
         self.metrics = ClientMetrics()
-        self.stop_event = threading.Event()
-        self.context = zmq.Context()
+        self.context: zmq.Context[Any] = zmq.Context()
         self.link = HubLink(self.context, config)
         self.wake_endpoint = f"inproc://wake-{id(self)}"
         self.wake_pull = self.context.socket(zmq.PULL)
@@ -42,157 +107,208 @@ class ClientAgent:
         self._wake_push = self.context.socket(zmq.PUSH)
         self._wake_push.linger = 0
         self._wake_push.connect(self.wake_endpoint)
+        limit = config.max_message_bytes
         self.origin = (
-            OriginRole(config.name, config.origin, self.context, self.metrics)
+            OriginRole(config.name, config.origin, self.metrics, self.wake, limit)
             if config.origin
             else None
         )
-        self.target = TargetRole(config.target, self.metrics, self._wake) if config.target else None
+        self.target = (
+            TargetRole(config.target, self.metrics, self.wake, limit) if config.target else None
+        )
+        self.roles = [r for r, on in (("origin", self.origin), ("target", self.target)) if on]
         self.welcomed = False
+        self.epoch: str | None = None
+        self.resume: Position | None = None
+        self.hello_info: HelloInfo | None = None
+        self.next_hello = 0.0
+        self.unanswered = 0  # HELLOs sent since the last WELCOME
+        self.lost_at: float | None = None
+        self.last_refusal = ""
 
-    def _wake(self) -> None:
-        with self._wake_lock:  # called from worker threads; a socket is not thread-safe
+    def wake(self) -> None:
+        """Make the loop look around now (called from worker threads)."""
+        with self._wake_lock:  # a socket is not thread-safe
             try:
                 self._wake_push.send(b"", zmq.NOBLOCK)
-            except zmq.Again:
-                pass  # a wake-up is already pending
-
-    def stop(self) -> None:
-        self.stop_event.set()
+            except (zmq.Again, zmq.ContextTerminated, zmq.ZMQError):
+                pass  # a wake-up is already pending, or the agent is closing
 
     # -- lifecycle -------------------------------------------------------------------------
     def preflight(self) -> None:
-        """Check the origin's binlog settings before anything connects (raises PreflightError)."""
+        """Check the origin's settings before anything connects (raises PreflightError)."""
         if self.config.origin is not None:
+            check_library()
             o = self.config.origin
             for warning in check_origin(o.database, o.server_id, o.tables, None):
                 log.warning("origin: %s", warning)
 
     def run(self) -> int:
         http = serve(self.config.metrics, self.metrics.registry)
-        roles = [r for r, on in (("origin", self.origin), ("target", self.target)) if on]
         log.info(
-            "client %s (%s) connecting to %s", self.config.name, ", ".join(roles), self.config.hub
+            "client %s (%s) connecting to %s",
+            self.config.name,
+            ", ".join(self.roles),
+            self.config.hub,
         )
         try:
-            return self._loop(roles)
+            self.link.open()
+            return self._loop()
         finally:
+            if self.hello_info is not None:
+                self.hello_info.stop()
             if self.origin is not None:
                 self.origin.close()
             if self.target is not None:
                 self.target.close()
             self.link.close()
-            self.wake_pull.close(linger=0)
-            self._wake_push.close(linger=0)
+            with self._wake_lock:
+                self.wake_pull.close(linger=0)
+                self._wake_push.close(linger=0)
             self.context.term()
             if http is not None:
                 http.shutdown()  # type: ignore[attr-defined]
             log.info("client %s stopped", self.config.name)
 
-    def _hello(self, roles: list[str]) -> None:
-        checkpoints = self.target.checkpoints() if self.target else {}
-        start = self.origin.start_position() if self.origin else None
-        self.link.send(
-            frames.HELLO,
-            {
-                "host": self.config.name,
-                "roles": roles,
-                "checkpoints": checkpoints,
-                "start": start,
-                "agent": __version__,
-            },
-        )
-        self.welcomed = False
+    def _loop(self) -> int:
+        tick = min(self.config.heartbeat_interval / 4, 0.25)
+        poller = zmq.Poller()
+        assert self.link.socket is not None and self.link.monitor is not None
+        poller.register(self.link.socket, zmq.POLLIN)
+        poller.register(self.link.monitor, zmq.POLLIN)
+        poller.register(self.wake_pull, zmq.POLLIN)
+        while not self.stopping:
+            ready = dict(poller.poll(int(tick * 1000)))
+            if self.link.monitor in ready and self.link.events() and not self.welcomed:
+                self.next_hello = 0.0  # the connection is back: say HELLO now
+            if self.link.socket in ready:
+                for message in self.link.receive():
+                    self._handle(message)
+            if self.wake_pull in ready:
+                self._silence_wake()
+            now = time.monotonic()
+            if self.welcomed and self.target is not None:
+                self._report_outcomes()
+                if self.origin is not None:
+                    self.origin.ship(self.link)
+                    if self.origin.stalled:
+                        self._lost("a batch could not be sent to the hub")
+                if self.welcomed and self.link.dead(now):
+                    self._lost(
+                        f"the hub at {self.link.endpoint} has been silent for "
+                        f"{self.link.silent_for(now):.1f} s"
+                    )
+                elif self.welcomed and self.link.ping_due(now):
+                    self.link.send(frames.PING, {})
+            if not self.welcomed:
+                self._say_hello(now)
+            self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
+        return 0
 
-    def _reconnect(self, roles: list[str], why: str) -> None:
-        log.warning("hub link: %s; reconnecting", why)
+    def _silence_wake(self) -> None:
+        while True:
+            try:
+                self.wake_pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+
+    # -- HELLO -----------------------------------------------------------------------------
+    def _say_hello(self, now: float) -> None:
+        if now < self.next_hello:
+            return
+        info = self.hello_info
+        if info is None or (
+            info.header is not None and now - info.made_at > self.config.heartbeat_interval
+        ):
+            if info is not None:
+                info.stop()
+            self.hello_info = HelloInfo(self)
+            self.hello_info.start()
+            return
+        if info.header is None:
+            return  # still reading the databases; it wakes the loop when done
+        self.hello_info = None
+        self.next_hello = now + self.config.heartbeat_interval
+        self.link.send(frames.HELLO, info.header)  # not connected: the diagnosis says so
+        self.unanswered += 1
+        self.metrics.unanswered_hellos.set(self.unanswered)
+        if self.unanswered == _FIRST_DIAGNOSIS or (
+            self.unanswered > _FIRST_DIAGNOSIS and self.unanswered % _DIAGNOSIS_EVERY == 0
+        ):
+            log.warning(
+                "no WELCOME after %d HELLO attempt(s): %s",
+                self.unanswered,
+                self.link.diagnosis(),
+            )
+
+    def _welcome(self, header: dict[str, Any]) -> None:
+        resume = header["resume"]
+        if self.origin is not None and resume is None:
+            log.warning(
+                "the hub has no start position for this origin yet (it could not be read); "
+                "saying HELLO again"
+            )
+            return
+        again = self.welcomed and resume == self.resume and header["epoch"] == self.epoch
+        if again:
+            return  # an answer to a repeated HELLO: nothing changed
+        took = f" after {time.monotonic() - self.lost_at:.1f} s" if self.lost_at else ""
+        self.welcomed, self.unanswered, self.lost_at = True, 0, None
+        self.epoch, self.resume = header["epoch"], resume
+        self.metrics.hub_online.set(1)
+        self.metrics.unanswered_hellos.set(0)
+        log.info(
+            "hub %s (epoch %s) welcomed %s%s", header["hub"], self.epoch, self.config.name, took
+        )
+        if self.target is not None:
+            self.target.reset(self.epoch)
+        if self.origin is not None and resume is not None:
+            self.origin.start(resume)
+            log.info("capture resumes after %s", resume)
+
+    def _lost(self, why: str) -> None:
+        log.warning("hub link: %s; saying HELLO again", why)
+        self.welcomed, self.lost_at = False, time.monotonic()
         self.metrics.hub_online.set(0)
+        self.next_hello = 0.0
+        if self.hello_info is not None:
+            self.hello_info.stop()
+            self.hello_info = None
         if self.origin is not None:
             self.origin.stop()
         if self.target is not None:
-            self.target.reset()
-        self.link.connect()
-        self._hello(roles)
+            self.target.reset(self.epoch)
 
-    def _loop(self, roles: list[str]) -> int:
-        self.link.connect()
-        self._hello(roles)
-        backoff = Backoff(self.config.heartbeat_interval, 10 * self.config.heartbeat_interval)
-        tick = min(self.config.heartbeat_interval / 4, 0.25)
-        while not self.stop_event.is_set():
-            poller = zmq.Poller()
-            assert self.link.socket is not None
-            poller.register(self.link.socket, zmq.POLLIN)
-            poller.register(self.wake_pull, zmq.POLLIN)
-            if self.origin is not None and self.welcomed and self.origin.can_send():
-                poller.register(self.origin.pull, zmq.POLLIN)
-            ready = dict(poller.poll(int(tick * 1000)))
-            if self.link.socket in ready:
-                for message in self.link.receive():
-                    if not self._handle(message, roles):
-                        break
-            if self.wake_pull in ready:
-                while True:
-                    try:
-                        self.wake_pull.recv(zmq.NOBLOCK)
-                    except zmq.Again:
-                        break
-            if self.target is not None and self.welcomed:
-                self._report_outcomes()
-            if self.origin is not None and self.welcomed:
-                if self.origin.fatal is not None:
-                    log.error("origin capture cannot continue: %s", self.origin.fatal)
-                    return 2
-                self.origin.ship(self.link)
-            now = time.monotonic()
-            if self.link.dead(now):
-                self._reconnect(roles, f"no answer for {self.link.silent_for(now):.1f} s")
-                self.stop_event.wait(backoff.next())
-            elif not self.welcomed and now - self.link.last_sent > self.config.heartbeat_interval:
-                self._hello(roles)  # the hub may have been down when we said HELLO
-            elif self.link.ping_due(now):
-                self.link.send(frames.PING, {})
-        return 0
-
-    def _handle(self, message: frames.Message, roles: list[str]) -> bool:
+    # -- messages --------------------------------------------------------------------------
+    def _handle(self, message: frames.Message) -> None:
         kind, header = message.kind, message.header
         if kind == frames.WELCOME:
-            self.welcomed = True
-            self.metrics.hub_online.set(1)
-            log.info("hub %s welcomed %s", header["hub"], self.config.name)
-            if self.origin is not None:
-                if header["resume"] is None:
-                    log.warning("the hub has no start position for this origin yet; retrying")
-                    self.welcomed = False
-                else:
-                    self.origin.start(header["resume"])
-                    log.info("capture resumes after %s", header["resume"])
-        elif kind == frames.ACK and self.origin is not None:
+            self._welcome(header)
+        elif kind == frames.ACK and self.origin is not None and self.welcomed:
             self.origin.acknowledged(header["seq"], header["upto"])
-        elif kind == frames.DELIVER and self.target is not None:
-            try:
-                txs = message.transactions()
-            except BinlogsyncError as exc:
-                log.warning("dropped a malformed delivery: %s", exc)
-                return True
-            repair = header.get("repair") is True
-            self.target.deliver(header["origin"], header["seq"], header["upto"], txs, repair)
+        elif kind == frames.DELIVER and self.target is not None and self.welcomed:
+            self.target.deliver(header["origin"], header, message.bodies)
         elif kind == frames.ERROR:
             if header["code"] == "hello-first":
-                self._reconnect(roles, "the hub does not know this connection (hub restarted?)")
-                return False
-            log.error("hub refused: %s", header["message"])
-        return True
+                if self.welcomed:
+                    self._lost(f"the hub asks for HELLO ({header['message'][:200]})")
+                return
+            if header["message"] != self.last_refusal:
+                log.error("hub refused: %s", header["message"][:1000])
+            self.last_refusal = header["message"]
 
     def _report_outcomes(self) -> None:
         assert self.target is not None
         for outcome in self.target.drain():
-            if outcome.upto is not None:
+            if outcome.generation != self.target.generation:
+                continue  # from before the last WELCOME: the hub no longer waits for it
+            if outcome.upto is not None or not outcome.done and not outcome.error:
                 self.link.send(
                     frames.APPLIED,
                     {"origin": outcome.origin, "seq": outcome.seq, "upto": outcome.upto},
                 )
-            else:
+                continue
+            if not outcome.resend:
                 log.error(
                     "cannot apply %s at %s: %s (retry in %.1f s)",
                     outcome.origin,
@@ -200,14 +316,15 @@ class ClientAgent:
                     outcome.error,
                     outcome.retry_in,
                 )
-                self.link.send(
-                    frames.FAILED,
-                    {
-                        "origin": outcome.origin,
-                        "position": outcome.position,
-                        "error": outcome.error,
-                        "retry_in": outcome.retry_in,
-                        "seq": outcome.seq,
-                        "repair": outcome.repair,
-                    },
-                )
+            self.link.send(
+                frames.FAILED,
+                {
+                    "origin": outcome.origin,
+                    "position": outcome.position,
+                    "error": outcome.error[: frames.MAX_STRING],
+                    "retry_in": outcome.retry_in,
+                    "seq": outcome.seq,
+                    "repair": outcome.repair,
+                    "resend": outcome.resend,
+                },
+            )

@@ -1,10 +1,18 @@
 """The origin role: read the binlog in a thread and ship whole transactions to the hub.
 
-The binlog is the outbox: nothing is copied locally. The reader thread sends each committed
-transaction's bytes over an inproc socket to the agent's loop, which packs them into BATCH
-messages, at most `window` unacknowledged at once. After a reconnect the thread is restarted
-from the position the hub says it holds durably; what was in flight is simply read again and
-the hub drops the duplicates.
+The binlog is the outbox: nothing is copied locally. A capture thread (`Capture`, a RunLoop)
+reads transactions, and parts of large ones, packs them and puts them in a bounded in-memory
+queue; the agent's loop packs them into BATCH messages, at most WINDOW unacknowledged at once.
+After a reconnect the capture restarts from the position the hub says it holds durably; what
+was in flight is simply read again and the hub drops the duplicates. A restart never waits
+for the old capture thread: each run has a generation, and what an old run still produces is
+dropped.
+
+Capture halts — it does not skip — at what it must not pass by itself (CaptureHalted from the
+reader, a part too large for a message, a position the binlog no longer has). The role keeps
+the halt and reports it (HALTED, and in every HELLO) until the hub moves capture on
+(`binlogsync capture-skip`, which makes the agent say HELLO and resume elsewhere). Other
+errors (the origin server unreachable, a setting fixed meanwhile) are retried with back-off.
 """
 
 from __future__ import annotations
@@ -12,184 +20,291 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-
-import zmq
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from ..capture.positions import current_position, earliest_position
 from ..capture.preflight import check_origin
 from ..capture.reader import BinlogReader
 from ..codec import pack
 from ..config import OriginConfig
-from ..errors import BinlogsyncError
+from ..errors import BinlogsyncError, CaptureHalted, PreflightError
 from ..metrics import ClientMetrics
-from ..model import Transaction
+from ..model import Part, Transaction
 from ..position import Position
-from ..runloop import Backoff
+from ..runloop import Backoff, RunLoop
 from ..transport import frames
 from ..transport.link import HubLink
 
 log = logging.getLogger("binlogsync.origin")
 
 WINDOW = 8  # unacknowledged BATCH messages
-_OUTBOX_MAX = 20_000  # captured transactions waiting to be shipped
+BATCH_BYTES = 4 * 1024 * 1024  # bodies per BATCH (one larger body still goes alone)
+_OUTBOX_ITEMS = 20_000  # captured items waiting to be shipped …
+_OUTBOX_BYTES = 32 * 1024 * 1024  # … and their bytes: the reader waits beyond either
+_FRAME_ROOM = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    generation: int
+    last: Position | None  # the transaction's position; None for a part before the last
+    body: bytes
+
+
+class Capture(RunLoop):
+    """One run of the binlog reader from `resume`, on its own thread."""
+
+    name = "capture"
+
+    def __init__(self, role: OriginRole, resume: Position, generation: int) -> None:
+        super().__init__()
+        self.role, self.resume, self.generation = role, resume, generation
+        self.reader: BinlogReader | None = None
+
+    def stop(self) -> None:
+        super().stop()
+        reader = self.reader
+        if reader is not None:
+            reader.stop()
+
+    def run(self) -> int:
+        role, config = self.role, self.role.config
+        backoff = Backoff(0.5, 30.0)
+        position = self.resume
+        checked = False
+        limit = role.max_message_bytes - _FRAME_ROOM
+        while not self.stopping:
+            try:
+                if not checked:
+                    check_origin(config.database, config.server_id, config.tables, self.resume)
+                    checked = True
+                    role.clear_halt(self.generation)
+                self.reader = BinlogReader(
+                    config.database,
+                    config.server_id,
+                    position,
+                    config.tables,
+                    part_rows=getattr(config, "part_rows", 10_000),
+                    part_bytes=getattr(config, "part_bytes", 8 * 1024 * 1024),
+                )
+                if self.stopping:
+                    return 0
+                for item in self.reader.transactions():
+                    body = pack(item.to_wire())
+                    if len(body) > limit:
+                        raise _too_large(item, len(body), role.max_message_bytes, position)
+                    last = item.position if isinstance(item, Transaction) else item.end
+                    if not role.put(Captured(self.generation, last, body), self):
+                        return 0
+                    if last is not None:
+                        position = last
+                        role.metrics.captured.inc()
+                backoff.reset()
+            except CaptureHalted as exc:
+                role.halt(exc, self.generation)
+                return 1
+            except BinlogsyncError as exc:
+                if self.stopping:
+                    return 0
+                delay = backoff.next()
+                if isinstance(exc, PreflightError):
+                    role.halt(exc, self.generation, retry_in=delay)
+                else:
+                    log.warning("capture interrupted (%s); retrying in %.1f s", exc, delay)
+                self.stop_event.wait(delay)
+                checked = False
+            finally:
+                if self.reader is not None:
+                    self.reader.close()
+                    self.reader = None
+        return 0
+
+
+def _too_large(
+    item: Transaction | Part, size: int, limit: int, position: Position
+) -> CaptureHalted:
+    where = item.position if isinstance(item, Transaction) else item.begin
+    return CaptureHalted(
+        f"capture stopped at {where}: one row event of that transaction packs to {size} bytes, "
+        f"over max_message_bytes ({limit})",
+        "raise max_message_bytes on the hub and on every client (it must exceed the largest "
+        "row), then restart the agents",
+        position=position,
+        at=str(where),
+    )
 
 
 class OriginRole:
     def __init__(
-        self, name: str, config: OriginConfig, context: zmq.Context, metrics: ClientMetrics
+        self,
+        name: str,
+        config: OriginConfig,
+        metrics: ClientMetrics,
+        wake: Callable[[], None],
+        max_message_bytes: int,
     ) -> None:
-        self.name, self.config, self.context, self.metrics = name, config, context, metrics
-        # The reader thread appends to `outbox` and rings the doorbell only when the loop has
-        # said (`armed`) that it found the outbox empty and will sleep: one socket message per
-        # wake-up instead of one per transaction.
-        self.outbox: deque[tuple[Position, bytes]] = deque()
-        self.armed = False
-        self.room = threading.Event()
-        self.endpoint = f"inproc://capture-{id(self)}"
-        self.pull = context.socket(zmq.PULL)
-        self.pull.linger = 0
-        self.pull.bind(self.endpoint)
-        self.thread: threading.Thread | None = None
-        self.reader: BinlogReader | None = None
-        self.stopping = threading.Event()
-        self.fatal: BinlogsyncError | None = None
+        self.name, self.config, self.metrics, self.wake = name, config, metrics, wake
+        self.max_message_bytes = max_message_bytes
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self.outbox: deque[Captured] = deque()
+        self.outbox_bytes = 0
+        self.generation = 0
+        self.capture: Capture | None = None
+        self.resume: Position | None = None
         self.acked: Position | None = None
-        self.inflight: deque[tuple[int, Position, int]] = deque()  # seq, last, count
+        self.inflight: deque[tuple[int, int]] = deque()  # seq, items
         self.next_seq = 1
+        self.first_seq = 1  # ACKs below this answer batches of an earlier run
+        self.halted: dict[str, Any] | None = None
+        self.halt_sent = True  # the hub knows the current halt state (halted or not)
+        self.shipped: Position | None = None  # the last transaction shipped in this run
+        self.stalled = False  # a BATCH could not be sent: nothing more until a restart
 
-    # -- start and stop the reader thread ------------------------------------------------------
-    def start_position(self) -> Position | None:
-        """Where a never-seen origin starts (sent in HELLO; the hub keeps the first one)."""
+    # -- HELLO ---------------------------------------------------------------------------------
+    def positions(self) -> tuple[Position | None, Position | None]:
+        """(current, oldest) binlog positions for HELLO; blocks on the origin (call off the
+        agent's loop). None where the origin cannot be read now."""
+        db = self.config.database
         try:
-            db = self.config.database
-            return current_position(db) if self.config.start == "current" else earliest_position(db)
+            current = current_position(db)
+            oldest = earliest_position(db)
         except BinlogsyncError as exc:
-            log.warning("cannot read the origin's binlog position yet: %s", exc)
-            return None
+            log.warning("cannot read the origin's binlog positions yet: %s", exc)
+            return None, None
+        start = current if self.config.start == "current" else oldest
+        return start, oldest
 
+    # -- the capture thread --------------------------------------------------------------------
     def start(self, resume: Position) -> None:
+        """(Re)start capture after `resume`; never waits for the previous run to end."""
         self.stop()
-        self.acked = resume
-        self.inflight.clear()
-        self.stopping.clear()
-        self.thread = threading.Thread(
-            target=self._read, args=(resume,), name="capture", daemon=True
-        )
-        self.thread.start()
+        with self._lock:
+            self.generation += 1
+            self.outbox.clear()
+            self.outbox_bytes = 0
+            self.halt_sent = self.halted is None
+            self.halted = None
+            self.resume = self.acked = self.shipped = resume
+            self.stalled = False
+            self.inflight.clear()
+            self.first_seq = self.next_seq
+            self.capture = Capture(self, resume, self.generation)
+        self.capture.start()
 
     def stop(self) -> None:
-        self.stopping.set()
-        if self.reader is not None:
-            self.reader.stop()
-        self.room.set()  # a thread waiting for room in the outbox sees `stopping`
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-        # What the thread captured but we never shipped is dropped: it is read again after
-        # the restart, from the position the hub acknowledged.
-        self.outbox.clear()
-        self._silence_doorbell()
+        capture, self.capture = self.capture, None
+        if capture is not None:
+            capture.stop()
+            with self._room:
+                self._room.notify_all()
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        capture = self.capture
         self.stop()
-        self.pull.close(linger=0)
+        if capture is not None and not capture.join(timeout):
+            log.warning("the capture thread did not stop within %.0f s", timeout)
 
-    def _read(self, resume: Position) -> None:
-        push = self.context.socket(zmq.PUSH)
-        push.linger = 0
-        push.connect(self.endpoint)
-        backoff = Backoff(0.5, 10.0)
-        position = resume
-        first = True
-        try:
-            while not self.stopping.is_set():
-                try:
-                    if first:
-                        check_origin(
-                            self.config.database, self.config.server_id, self.config.tables, resume
-                        )
-                        first = False
-                    self.reader = BinlogReader(
-                        self.config.database,
-                        self.config.server_id,
-                        position,
-                        self.config.tables,
-                        part_rows=1 << 62,  # parts travel once the hub stores them (next commit)
-                        part_bytes=1 << 62,
-                    )
-                    for tx in self.reader.transactions():
-                        assert isinstance(tx, Transaction)
-                        while len(self.outbox) >= _OUTBOX_MAX and not self.stopping.is_set():
-                            self.room.clear()  # the window is closed; wait for the loop
-                            self.room.wait(0.2)
-                        self.outbox.append((tx.position, pack(tx.to_wire())))
-                        if self.armed:
-                            self.armed = False
-                            try:
-                                push.send(b"", zmq.NOBLOCK)
-                            except zmq.Again:
-                                pass  # a ring is already waiting
-                        position = tx.position
-                        self.metrics.captured.inc()
-                        if self.stopping.is_set():
-                            break
-                    backoff.reset()
-                except BinlogsyncError as exc:
-                    if not exc.retryable:
-                        log.error("capture stopped: %s", exc)
-                        self.fatal = exc
-                        return
-                    delay = backoff.next()
-                    log.warning("capture interrupted (%s); retrying in %.1f s", exc, delay)
-                    self.stopping.wait(delay)
-                finally:
-                    if self.reader is not None:
-                        self.reader.close()
-                        self.reader = None
-        finally:
-            push.close(linger=0)
+    def put(self, item: Captured, capture: Capture) -> bool:
+        """Queue a captured item, waiting for room; False when this run was stopped."""
+        with self._room:
+            while (
+                len(self.outbox) >= _OUTBOX_ITEMS or self.outbox_bytes >= _OUTBOX_BYTES
+            ) and not capture.stopping:
+                self._room.wait(0.5)
+            if capture.stopping or item.generation != self.generation:
+                return False
+            self.outbox.append(item)
+            self.outbox_bytes += len(item.body)
+            wake = len(self.outbox) == 1
+        if wake:
+            self.wake()
+        return True
 
-    # -- shipping ----------------------------------------------------------------------------
-    def can_send(self) -> bool:
-        return self.thread is not None and len(self.inflight) < WINDOW
+    def halt(self, error: BinlogsyncError, generation: int, retry_in: float | None = None) -> None:
+        """Capture cannot go on by itself: keep the reason for status (HALTED, HELLO)."""
+        if generation != self.generation:
+            return
+        info: dict[str, Any] = {
+            "error": str(error)[: frames.MAX_STRING],
+            "position": getattr(error, "position", None) or self.acked,
+            "at": getattr(error, "at", "") or "",
+            "end": getattr(error, "end", None),
+        }
+        if retry_in is not None:
+            info["error"] += f" (retrying in {retry_in:.0f} s)"
+        with self._lock:
+            changed = self.halted is None or self.halted["error"] != info["error"]
+            self.halted, self.halt_sent = info, self.halt_sent and not changed
+        if changed:
+            log.error("capture stopped: %s", error)
+        self.wake()
 
-    def _silence_doorbell(self) -> None:
-        while True:
-            try:
-                self.pull.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+    def clear_halt(self, generation: int) -> None:
+        """Capture got going again (a setting was fixed): the hub hears that the halt is over."""
+        with self._lock:
+            if generation == self.generation and self.halted is not None:
+                self.halted, self.halt_sent = None, False
+                log.info("capture runs again")
 
+    def halt_header(self) -> dict[str, Any] | None:
+        with self._lock:
+            if self.halted is None:
+                return None
+            info = dict(self.halted)
+        return {
+            **info,
+            "position": info["position"].to_json() if info["position"] else None,
+            "end": info["end"].to_json() if info["end"] else None,
+        }
+
+    # -- shipping ------------------------------------------------------------------------------
     def ship(self, link: HubLink) -> int:
-        """Send what the reader has produced, as BATCH messages within the window."""
-        self._silence_doorbell()
+        """Send what capture has produced as BATCH messages within the window; report a halt."""
         shipped = 0
-        while self.can_send():
-            if not self.outbox:
-                # Arm first, then look again: a transaction appended in between is either
-                # seen now or rings the doorbell.
-                self.armed = True
-                if not self.outbox:
-                    break
-            bodies: list[bytes] = []
-            last: Position | None = None
-            while self.outbox and len(bodies) < self.config.batch_transactions:
-                last, body = self.outbox.popleft()
-                bodies.append(body)
-            assert last is not None
+        if not self.halt_sent:
+            header = self.halt_header() or {"error": "", "position": None, "at": "", "end": None}
+            if link.send(frames.HALTED, {"origin": self.name, **header}):
+                self.halt_sent = True
+        while len(self.inflight) < WINDOW and not self.stalled:
+            with self._room:
+                bodies: list[bytes] = []
+                size = 0
+                last = self.shipped
+                while self.outbox and len(bodies) < self.config.batch_transactions:
+                    item = self.outbox[0]
+                    if bodies and size + len(item.body) > BATCH_BYTES:
+                        break
+                    self.outbox.popleft()
+                    self.outbox_bytes -= len(item.body)
+                    if item.generation == self.generation:
+                        bodies.append(item.body)
+                        size += len(item.body)
+                        last = item.last or last
+                self._room.notify_all()
+            if not bodies:
+                break
             seq = self.next_seq
             self.next_seq += 1
-            link.send(frames.BATCH, {"origin": self.name, "seq": seq}, bodies)
-            self.inflight.append((seq, last, len(bodies)))
+            header = {"origin": self.name, "seq": seq, "after": self.shipped}
+            if not link.send(frames.BATCH, header, bodies):
+                # No connection: what was taken is read again after the next WELCOME; until
+                # then nothing later may go out, or the hub would see a gap.
+                self.stalled = True
+                break
+            self.shipped = last
+            self.inflight.append((seq, len(bodies)))
             shipped += len(bodies)
-        if len(self.outbox) < _OUTBOX_MAX:
-            self.room.set()
         return shipped
 
     def acknowledged(self, seq: int, upto: Position) -> None:
+        if seq < self.first_seq:
+            return  # an answer to a batch of an earlier run
         count = 0
         while self.inflight and self.inflight[0][0] <= seq:
-            count += self.inflight.popleft()[2]
+            count += self.inflight.popleft()[1]
         if self.acked is None or upto > self.acked:
             self.acked = upto
         self.metrics.acknowledged.inc(count)

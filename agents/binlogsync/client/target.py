@@ -1,29 +1,40 @@
 """The target role: apply what the hub delivers, one worker thread per origin.
 
-A worker takes the deliveries queued for its origin, groups up to `group_transactions` of
-them into one target transaction (Applier.apply), and reports APPLIED with the new checkpoint.
-When a transaction cannot be applied, the worker reports FAILED, waits (back-off) and tries
-again; it never skips one by itself. `binlogsync skip` moves the checkpoint past it, which
-the next attempt sees. One origin's failure does not stop the others.
+A worker (`ApplyWorker`, a RunLoop) takes the deliveries queued for its origin, groups up to
+`group_transactions` of them into one target transaction (Applier.apply), and reports APPLIED
+with the new checkpoint. When a transaction cannot be applied, the worker reports FAILED,
+waits (back-off) and tries again; it never skips one by itself. `binlogsync skip` moves the
+checkpoint past it, which the next attempt sees. One origin's failure does not stop the others.
+
+A transaction that arrives in parts (one part per delivery) is streamed into one target
+transaction (Applier.apply_part); each part is acknowledged so the hub may send the next, and
+the checkpoint moves with the last. If it fails half-way, nothing of it was kept and the parts
+are gone from memory, so the worker asks the hub to send them again (FAILED `resend`) after
+its back-off.
+
+Deliveries are decoded on the worker, not on the agent's loop, and each names the position it
+continues from (`after`): one that does not continue what the worker has — left over from
+before a re-send — is dropped, so nothing is ever applied across a gap.
 """
 
 from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..apply import checkpoint
-from ..apply.applier import Applier, failed_at
+from ..apply.applier import Applier, StaleStream, failed_at
+from ..codec import unpack
 from ..config import TargetConfig
-from ..errors import BinlogsyncError
+from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
-from ..model import Transaction
+from ..model import Part, Transaction, body_from_wire
 from ..position import Position
-from ..runloop import Backoff
+from ..runloop import Backoff, RunLoop
 
 log = logging.getLogger("binlogsync.target")
 
@@ -32,9 +43,12 @@ log = logging.getLogger("binlogsync.target")
 class Delivery:
     seq: int
     upto: Position
-    transactions: list[Transaction]
+    after: Position | None
+    bodies: tuple[bytes, ...]
     generation: int
+    part: int = 0  # > 0: this delivery is that part of the transaction ending at `upto`
     repair: bool = False  # source row images read at `upto`: applied alone, checkpoint := upto
+    ts: float | None = None  # commit time of its oldest transaction
 
 
 @dataclass(frozen=True)
@@ -46,54 +60,235 @@ class Outcome:
     position: Position | None = None  # the transaction that failed
     retry_in: float = 0.0
     repair: bool = False
+    done: bool = True  # False: a part was applied, the checkpoint has not moved yet
+    resend: bool = False  # the hub must send again from the checkpoint
+    generation: int = 0  # of the delivery it answers; an older one is not reported
 
 
-class ApplyWorker:
+class ApplyWorker(RunLoop):
     def __init__(
         self,
         origin: str,
         config: TargetConfig,
         metrics: ClientMetrics,
         report: Callable[[Outcome], None],
+        max_message_bytes: int,
+        epoch: str | None,
+        generation: int,
     ) -> None:
+        super().__init__()
+        self.name = f"apply-{origin}"
         self.origin, self.config, self.metrics, self.report = origin, config, metrics, report
+        self.max_message_bytes = max_message_bytes
         self.queue: queue.Queue[Delivery] = queue.Queue()
-        self.generation = 0
-        self.held: Delivery | None = None  # a repair taken while grouping: applied next
-        self.stopping = threading.Event()
-        self.applier = Applier(config.database, origin)
-        self.thread = threading.Thread(target=self._run, name=f"apply-{origin}", daemon=True)
-        self.thread.start()
+        self.generation = generation
+        self.held: Delivery | None = None  # taken while grouping, applied next
+        self.expect: Position | None = None  # deliveries must continue from here (None: any)
+        self._expect_generation = generation
+        self.pending_since: float | None = None  # commit time of the oldest unapplied change
+        self.applier = Applier(config.database, origin, epoch=epoch)
+        self.backoff = Backoff(config.retry_initial, config.retry_max)
+        self.failures = 0
+        self.failing_since: float | None = None
+        metrics.lag.labels(origin).set_function(self.lag)
 
-    def reset(self) -> None:
+    def lag(self) -> float:
+        """Seconds since the origin committed the oldest change not applied here yet."""
+        since = self.pending_since
+        if since is None:
+            try:
+                since = self.queue.queue[0].ts if self.queue.queue else None
+            except IndexError:
+                since = None
+        return max(0.0, time.time() - since) if since else 0.0
+
+    def reset(self, epoch: str | None, generation: int) -> None:
         """The link was re-established: the hub re-sends everything after our checkpoint."""
-        self.generation += 1
+        self.generation = generation
+        self.applier.epoch = epoch
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join()
+    def close(self, timeout: float = 10.0) -> None:
+        self.stop()
+        if not self.join(timeout):
+            log.warning("the apply worker of %s did not stop within %.0f s", self.origin, timeout)
         self.applier.close()
 
-    def _take(self) -> list[Delivery]:
+    # -- taking deliveries ---------------------------------------------------------------------
+    def _accept(self, delivery: Delivery) -> bool:
+        """Does `delivery` continue what this worker has (or will have once its group lands)?"""
+        if delivery.generation != self.generation:
+            return False  # from before a reconnect: the hub sends it again
+        if self._expect_generation != delivery.generation:
+            # After a reconnect the hub starts from the checkpoint the target reported.
+            self._expect_generation, self.expect = delivery.generation, None
+        after, expect = delivery.after, self.expect
+        if delivery.repair or after is None or expect is None or after.key <= expect.key:
+            if not delivery.part and not delivery.repair:
+                if expect is None or delivery.upto.key > expect.key:
+                    self.expect = delivery.upto
+            return True
+        log.debug(
+            "dropped a delivery of %s after %s: it does not continue %s", self.origin, after, expect
+        )
+        return False
+
+    def _next(self, timeout: float) -> Delivery | None:
         if self.held is not None:
-            first, self.held = self.held, None
-        else:
+            held, self.held = self.held, None
+            return held
+        while True:
             try:
-                first = self.queue.get(timeout=0.2)
+                delivery = self.queue.get(timeout=timeout)
             except queue.Empty:
-                return []
-        group, count = [first], len(first.transactions)
-        while count < self.config.group_transactions and not first.repair:
-            try:
-                more = self.queue.get_nowait()
-            except queue.Empty:
+                return None
+            if self._accept(delivery):
+                return delivery
+            timeout = 0.0
+
+    def _take(self) -> list[Delivery]:
+        first = self._next(0.2)
+        if first is None:
+            return []
+        group, count = [first], len(first.bodies)
+        if first.part or first.repair:
+            return group
+        while count < self.config.group_transactions:
+            more = self._next(0.0)
+            if more is None:
                 break
-            if more.repair:
+            if more.part or more.repair:
                 self.held = more
                 break
             group.append(more)
-            count += len(more.transactions)
-        return [d for d in group if d.generation == self.generation]
+            count += len(more.bodies)
+        return group
+
+    def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
+        return [body_from_wire(unpack(b, self.max_message_bytes)) for b in delivery.bodies]
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self) -> int:
+        while not self.stopping:
+            group = self._take()
+            if not group:
+                self.pending_since = None
+                continue
+            self.pending_since = min((d.ts for d in group if d.ts), default=None)
+            generation = self.generation
+            try:
+                if group[0].repair:
+                    self._repair(group[0])
+                elif group[0].part:
+                    self._part(group[0])
+                else:
+                    self._apply(group, generation)
+            except ProtocolError as exc:
+                log.warning("dropped a malformed delivery of %s: %s", self.origin, exc)
+                self._failed(group[-1], exc, None, resend=True)
+        return 0
+
+    def _apply(self, group: list[Delivery], generation: int) -> None:
+        txs: list[Transaction] = []
+        for delivery in group:
+            for item in self._decode(delivery):
+                if not isinstance(item, Transaction):
+                    raise ProtocolError("a part in a delivery of whole transactions")
+                txs.append(item)
+        while not self.stopping and self.generation == generation:
+            try:
+                checkpoint_now = self.applier.apply(txs, group[-1].upto)
+            except BinlogsyncError as exc:
+                failing = self._apply_before_failure(txs, exc)
+                self._failed(group[-1], exc, failing)
+                continue
+            self._succeeded(len(txs))
+            self.report(Outcome(self.origin, group[-1].seq, checkpoint_now, generation=generation))
+            return
+
+    def _part(self, delivery: Delivery) -> None:
+        items = self._decode(delivery)
+        if len(items) != 1 or not isinstance(items[0], Part) or items[0].number != delivery.part:
+            raise ProtocolError("a part delivery carries exactly that one part")
+        part = items[0]
+        try:
+            checkpoint_now = self.applier.apply_part(part, delivery.upto)
+        except StaleStream:
+            log.debug("dropped part %d of %s: a re-send is coming", part.number, delivery.upto)
+            return
+        except BinlogsyncError as exc:
+            self._failed(delivery, exc, failed_at(exc) or delivery.upto, resend=True)
+            return
+        if part.last:
+            self.expect = delivery.upto
+            self._succeeded(1)
+            self.report(
+                Outcome(self.origin, delivery.seq, checkpoint_now, generation=delivery.generation)
+            )
+        else:
+            self.report(
+                Outcome(self.origin, delivery.seq, None, done=False, generation=delivery.generation)
+            )
+
+    def _failed(
+        self,
+        delivery: Delivery,
+        exc: BinlogsyncError,
+        failing: Position | None,
+        resend: bool = False,
+    ) -> None:
+        delay = self.backoff.next()
+        self.failures += 1
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
+        self.metrics.apply_errors.labels(self.origin).inc()
+        self.report(
+            Outcome(
+                self.origin,
+                delivery.seq,
+                None,
+                str(exc),
+                failing,
+                delay,
+                generation=delivery.generation,
+            )
+        )
+        self.stop_event.wait(delay)
+        if resend:
+            # Everything queued meanwhile may belong to the part that failed: take only what
+            # continues from the checkpoint, which the hub now sends again.
+            self.expect = self.applier_checkpoint()
+            self.held = None
+            self.report(
+                Outcome(
+                    self.origin,
+                    delivery.seq,
+                    None,
+                    str(exc),
+                    failing,
+                    delay,
+                    resend=True,
+                    generation=delivery.generation,
+                )
+            )
+
+    def applier_checkpoint(self) -> Position | None:
+        try:
+            return self.applier.checkpoint()
+        except BinlogsyncError:
+            return self.expect
+
+    def _succeeded(self, count: int) -> None:
+        if self.failures:
+            took = time.monotonic() - (self.failing_since or time.monotonic())
+            log.info(
+                "apply of %s recovered after %d failed attempt(s) in %.1f s",
+                self.origin,
+                self.failures,
+                took,
+            )
+        self.failures, self.failing_since = 0, None
+        self.backoff.reset()
+        self.metrics.applied.labels(self.origin).inc(count)
 
     def _apply_before_failure(
         self, txs: list[Transaction], exc: BinlogsyncError
@@ -113,81 +308,106 @@ class ApplyWorker:
 
     def _repair(self, delivery: Delivery) -> None:
         """A repair is tried once: a failure goes back to whoever asked for it."""
+        txs = self._decode(delivery)
+        if len(txs) != 1 or not isinstance(txs[0], Transaction):
+            raise ProtocolError("a repair carries exactly one transaction")
         try:
-            checkpoint = self.applier.repair(delivery.transactions[0], delivery.upto)
+            checkpoint_now = self.applier.repair(txs[0], delivery.upto)
         except BinlogsyncError as exc:
-            self.report(Outcome(self.origin, delivery.seq, None, str(exc), None, 0.0, True))
+            self.report(
+                Outcome(
+                    self.origin,
+                    delivery.seq,
+                    None,
+                    str(exc),
+                    None,
+                    0.0,
+                    True,
+                    generation=delivery.generation,
+                )
+            )
             return
-        log.info("repair applied for %s; checkpoint back at %s", self.origin, checkpoint)
-        self.report(Outcome(self.origin, delivery.seq, checkpoint, repair=True))
-
-    def _run(self) -> None:
-        backoff = Backoff(self.config.retry_initial, self.config.retry_max)
-        while not self.stopping.is_set():
-            group = self._take()
-            while group and not self.stopping.is_set():
-                if group[-1].generation != self.generation:
-                    break  # re-sent after a reconnect; the old copies are dropped
-                if group[0].repair:
-                    self._repair(group[0])
-                    break
-                txs = [tx for d in group for tx in d.transactions]
-                try:
-                    checkpoint = self.applier.apply(txs, group[-1].upto)
-                except BinlogsyncError as exc:
-                    failing = self._apply_before_failure(txs, exc)
-                    delay = backoff.next()
-                    self.metrics.apply_errors.labels(self.origin).inc()
-                    self.report(Outcome(self.origin, group[-1].seq, None, str(exc), failing, delay))
-                    self.stopping.wait(delay)
-                    continue
-                backoff.reset()
-                self.metrics.applied.labels(self.origin).inc(len(txs))
-                if txs:
-                    self.metrics.lag.labels(self.origin).set(
-                        max(0.0, time.time() - txs[-1].timestamp)
-                    )
-                self.report(Outcome(self.origin, group[-1].seq, checkpoint))
-                break
+        self.expect = checkpoint_now
+        log.info("repair applied for %s; checkpoint back at %s", self.origin, checkpoint_now)
+        self.report(
+            Outcome(
+                self.origin,
+                delivery.seq,
+                checkpoint_now,
+                repair=True,
+                generation=delivery.generation,
+            )
+        )
 
 
 class TargetRole:
     def __init__(
-        self, config: TargetConfig, metrics: ClientMetrics, wake: Callable[[], None]
+        self,
+        config: TargetConfig,
+        metrics: ClientMetrics,
+        wake: Callable[[], None],
+        max_message_bytes: int,
     ) -> None:
         self.config, self.metrics, self.wake = config, metrics, wake
+        self.max_message_bytes = max_message_bytes
         self.workers: dict[str, ApplyWorker] = {}
         self.outcomes: queue.Queue[Outcome] = queue.Queue()
+        self.epoch: str | None = None
+        self._generation = 0
 
     def _report(self, outcome: Outcome) -> None:
         self.outcomes.put(outcome)
         self.wake()
 
-    def checkpoints(self) -> dict[str, dict[str, object]]:
-        """Every origin's checkpoint on the target, for HELLO (the target DB is the truth)."""
-        try:
-            found = checkpoint.fetch_all(self.config.database)
-        except BinlogsyncError as exc:
-            log.warning("cannot read the checkpoints: %s", exc)
-            return {}
-        return {origin: c.position.to_json() for origin, c in found.items()}
+    @property
+    def generation(self) -> int:
+        return self._generation
 
-    def deliver(
-        self, origin: str, seq: int, upto: Position, txs: list[Transaction], repair: bool = False
-    ) -> None:
+    def checkpoints(self) -> dict[str, dict[str, object]]:
+        """Every origin's checkpoint on the target, for HELLO (the target DB is the truth).
+
+        Blocks on the target database (call it off the agent's loop); raises
+        UnreachableError when it cannot be read, so that no HELLO claims "nothing applied"."""
+        found = checkpoint.fetch_all(self.config.database)
+        return {origin: c.to_json() for origin, c in found.items()}
+
+    def deliver(self, origin: str, header: dict[str, Any], bodies: tuple[bytes, ...]) -> None:
         worker = self.workers.get(origin)
         if worker is None:
             worker = self.workers[origin] = ApplyWorker(
-                origin, self.config, self.metrics, self._report
+                origin,
+                self.config,
+                self.metrics,
+                self._report,
+                self.max_message_bytes,
+                self.epoch,
+                self._generation,
             )
-        if repair and len(txs) != 1:
-            log.warning("dropped a repair delivery of %d transactions (expected 1)", len(txs))
+            worker.start()
+        part = header.get("part")
+        repair = header.get("repair") is True
+        if (repair or part) and len(bodies) != 1:
+            log.warning("dropped a delivery of %d bodies (a part or repair has one)", len(bodies))
             return
-        worker.queue.put(Delivery(seq, upto, txs, worker.generation, repair))
+        ts = header.get("ts")
+        worker.queue.put(
+            Delivery(
+                header["seq"],
+                header["upto"],
+                header["after"],
+                bodies,
+                worker.generation,
+                int(part) if isinstance(part, int) else 0,
+                repair,
+                float(ts) if isinstance(ts, int | float) else None,
+            )
+        )
 
-    def reset(self) -> None:
+    def reset(self, epoch: str | None) -> None:
+        self.epoch = epoch
+        self._generation += 1
         for worker in self.workers.values():
-            worker.reset()
+            worker.reset(epoch, self._generation)
 
     def drain(self) -> list[Outcome]:
         outcomes = []
@@ -200,3 +420,5 @@ class TargetRole:
     def close(self) -> None:
         for worker in self.workers.values():
             worker.stop()
+        for worker in self.workers.values():
+            worker.close()

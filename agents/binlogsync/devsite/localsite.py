@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import BinlogsyncError
 from ..transport.curve import make_keys
-from .sandbox import Server, free_port
+from .sandbox import Server
 
 
 @dataclass
@@ -70,36 +70,53 @@ class Agent:
 
 @dataclass
 class LocalSite:
+    """A hub and client agents over sandbox servers. The hub binds a port the OS chooses
+    (`tcp://127.0.0.1:*`) the first time it starts; the client configs are written once its
+    endpoint is known, and the hub config keeps that port for restarts. Give `hub_port` to
+    start clients before the hub."""
+
     root: Path
     origin: Server
     targets: list[Server]
     tables: tuple[str, ...] = ("*.*",)
     curve: bool = False
     heartbeat: float = 0.5
-    hub_port: int = field(default_factory=free_port)
+    hub_port: int | None = None
     agents: dict[str, Agent] = field(default_factory=dict)
+    origin_extra: str = ""  # more [origin] lines, e.g. "part_rows = 1000"
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         names = ["hub", "origin", *[t.name for t in self.targets]]
-        keys = self.root / "keys"
+        self.keys = self.root / "keys"
         if self.curve:
-            authorized = keys / "authorized"
+            authorized = self.keys / "authorized"
             authorized.mkdir(parents=True, exist_ok=True)
             for name in names:
-                public, _secret = make_keys(keys, name)
+                public, _secret = make_keys(self.keys, name)
                 if name != "hub":
                     (authorized / public.name).write_bytes(public.read_bytes())
-        self._write_hub(keys)
-        self._write_client("origin", keys, self._origin_section())
+        (self.root / "hub-data" / "endpoint").unlink(missing_ok=True)  # from an earlier run
+        self._write_hub()
+        self._add("origin", "client", "")
         for target in self.targets:
-            self._write_client(target.name, keys, self._target_section(target))
+            self._add(target.name, "client", "")
+        if self.hub_port is not None:
+            self._write_clients()
 
     @property
     def endpoint(self) -> str:
+        if self.hub_port is None:
+            raise RuntimeError("the hub has not chosen its port yet: start it first")
         return f"tcp://127.0.0.1:{self.hub_port}"
 
-    def _security(self, keys: Path, name: str, hub: bool) -> str:
+    def _write_clients(self) -> None:
+        self._write_client("origin", self._origin_section())
+        for target in self.targets:
+            self._write_client(target.name, self._target_section(target))
+
+    def _security(self, name: str, hub: bool) -> str:
+        keys = self.keys
         if not self.curve:
             return ""
         peer = (
@@ -109,14 +126,16 @@ class LocalSite:
         )
         return f'\n[security]\nsecret_key_file = "{keys / (name + ".key_secret")}"\n{peer}\n'
 
-    def _write_hub(self, keys: Path) -> None:
+    def _write_hub(self) -> None:
         tables = ", ".join(f'"{t}"' for t in self.tables)
         targets = ", ".join(f'"{t.name}"' for t in self.targets)
+        port = "*" if self.hub_port is None else self.hub_port
         text = (
-            f'[hub]\nname = "hub"\nbind = "{self.endpoint}"\ndata_dir = "{self.root / "hub-data"}"\n'
+            f'[hub]\nname = "hub"\nbind = "tcp://127.0.0.1:{port}"\n'
+            f'data_dir = "{self.root / "hub-data"}"\n'
             f"heartbeat_interval = {self.heartbeat}\ncompact_interval = 2.0\n"
             f'\n[[route]]\norigin = "origin"\ntables = [{tables}]\ntargets = [{targets}]\n'
-            + self._security(keys, "hub", hub=True)
+            + self._security("hub", hub=True)
         )
         self._add("hub", "server", text)
 
@@ -125,29 +144,49 @@ class LocalSite:
         return (
             f'\n[origin]\nhost = "127.0.0.1"\nport = {self.origin.port}\nuser = "root"\n'
             f"server_id = {1000 + self.origin.server_id}\ntables = [{tables}]\n"
-            f'start = "current"\n'
+            f'start = "current"\n{self.origin_extra}\n'
         )
 
     @staticmethod
     def _target_section(target: Server) -> str:
         return f'\n[target]\nhost = "127.0.0.1"\nport = {target.port}\nuser = "root"\n'
 
-    def _write_client(self, name: str, keys: Path, roles: str) -> None:
+    def _write_client(self, name: str, roles: str) -> None:
         text = (
             f'[client]\nname = "{name}"\nhub = "{self.endpoint}"\n'
-            f"heartbeat_interval = {self.heartbeat}\n" + roles + self._security(keys, name, False)
+            f"heartbeat_interval = {self.heartbeat}\n" + roles + self._security(name, False)
         )
-        self._add(name, "client", text)
+        self.agents[name].config.write_text(text)
 
     def _add(self, name: str, kind: str, text: str) -> None:
         config = self.root / f"{name}.toml"
-        config.write_text(text)
+        if text:
+            config.write_text(text)
         self.agents[name] = Agent(name, config, kind, self.root / f"{name}.log")
 
     # -- running ---------------------------------------------------------------------------
     def start(self, *names: str) -> None:
         for name in names or self.agents:
+            if name != "hub" and self.hub_port is None:
+                self._learn_port()
             self.agents[name].start()
+
+    def _learn_port(self) -> None:
+        """Start the hub once to learn the port the OS gave it, then write the configs."""
+        hub = self.agents["hub"]
+        hub.start()
+        found = self.root / "hub-data" / "endpoint"
+        try:
+            wait_until(
+                lambda: found.exists() or not hub.running, 30, 0.01, "the hub's endpoint file"
+            )
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.logs()}") from None
+        if not found.exists():
+            raise RuntimeError(f"the hub did not start:\n{self.logs()}")
+        self.hub_port = int(found.read_text().strip().rsplit(":", 1)[1])
+        self._write_hub()
+        self._write_clients()
 
     def wait_online(self, timeout: float = 30.0) -> None:
         """Wait until the hub sees every agent online (and so the origin is registered)."""

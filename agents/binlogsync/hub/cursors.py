@@ -3,6 +3,8 @@
 A cursor moves forward only when the target reports what it has durably applied (APPLIED).
 What was sent but not reported is in flight, at most `window` batches; when the target goes
 offline or reconnects, the in-flight part is forgotten and sending restarts after `applied`.
+A transaction stored in parts is sent one part per DELIVER; `parts_sent` says how many parts
+of the entry after `sent_key` are out.
 """
 
 from __future__ import annotations
@@ -29,7 +31,10 @@ class Cursor:
     target: str
     origin: str
     applied: Position | None = None
+    epoch: str | None = None  # the hub epoch the target's checkpoint came from
     sent_key: int = -1
+    sent_position: Position | None = None  # the `upto` of the last whole DELIVER sent
+    parts_sent: int = 0
     inflight: deque[tuple[int, int]] = field(default_factory=deque)  # (seq, upto key)
     next_seq: int = 1
     dirty: bool = False
@@ -38,6 +43,7 @@ class Cursor:
     error_position: Position | None = None
     error_at: float | None = None
     retry_in: float | None = None
+    blocked: str = ""  # nothing is delivered while set (a reseed is needed): the reason
     repairs: deque[Repair] = field(default_factory=deque)  # waiting, first one maybe in flight
     repair_seq: int | None = None  # seq of the DELIVER that carries repairs[0]
 
@@ -48,7 +54,8 @@ class Cursor:
     def rewind(self) -> None:
         """Forget what is in flight: it will be sent again from `applied`."""
         self.inflight.clear()
-        self.sent_key = self.applied_key
+        self.sent_key, self.sent_position = self.applied_key, self.applied
+        self.parts_sent = 0
         self.repair_seq = None  # a repair in flight is sent again (applying it twice is safe)
 
     def repaired(self, snapshot: Position) -> Repair:
@@ -58,26 +65,35 @@ class Cursor:
         self.rewind()
         return self.repairs.popleft()
 
-    def reset_to(self, position: Position | None) -> None:
-        """The target says where its checkpoint is; that is the truth."""
-        if position is not None:
-            self.applied = position
-            self.dirty = True
+    def reset_to(self, position: Position | None, epoch: str | None = None) -> None:
+        """The target says where its checkpoint is (None: nothing applied); that is the truth."""
+        self.applied, self.epoch = position, epoch
+        self.dirty = position is not None
         self.rewind()
 
-    def sent(self, upto_key: int) -> int:
+    def sent(self, upto_key: int, part: bool = False) -> int:
+        """Record one DELIVER: a whole batch up to `upto_key`, or one part of the entry there
+        (the entry counts as sent with its last part: the caller passes part=False then)."""
         seq = self.next_seq
         self.next_seq += 1
         self.inflight.append((seq, upto_key))
-        self.sent_key = upto_key
+        if part:
+            self.parts_sent += 1
+        else:
+            self.sent_key, self.parts_sent = upto_key, 0
         return seq
 
-    def acknowledge(self, seq: int, upto: Position) -> None:
+    def acknowledge(self, seq: int, upto: Position | None) -> None:
         while self.inflight and self.inflight[0][0] <= seq:
             self.inflight.popleft()
-        if upto.key > self.applied_key:
+        if upto is not None and upto.key > self.applied_key:
             self.applied = upto
             self.applied_at = time.time()
             self.dirty = True
-        # A success clears the error; the target reports errors again while they last.
-        self.last_error, self.error_position, self.error_at, self.retry_in = "", None, None, None
+            # A success clears the error; the target reports errors again while they last.
+            self.last_error, self.error_position, self.error_at, self.retry_in = (
+                "",
+                None,
+                None,
+                None,
+            )

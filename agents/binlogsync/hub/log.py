@@ -6,9 +6,18 @@ crash of the hub or of the machine, so the hub may acknowledge them. The log is 
 is what makes re-reading the binlog after a client restart harmless.
 
 Tables
-    origins   origin → head position (the last durable transaction), counters
-    log       (origin, pos_key) → running count `seq`, commit time, payload (msgpack bytes)
-    cursors   (target, origin) → last position the target has applied (as it reported)
+    meta           the log's identity: `epoch`, a random id made with the log; a hub whose data
+                   directory was lost makes a new one, and targets' checkpoints name the epoch
+                   that delivered them
+    origins        origin → head position (the last durable transaction), floor (the log holds
+                   everything after it: the registration point, raised by compaction), counters
+    log            (origin, pos_key) → running count `seq`, commit time, payload (msgpack bytes);
+                   a transaction stored in parts has an empty payload, `parts` = how many, and
+                   `begin_key` naming them
+    parts          (origin, begin_key, number) → payload: the parts of large transactions, and
+                   the parts of the one still arriving (begin_key at or above the head)
+    cursors        (target, origin) → last position the target has applied (as it reported)
+    capture_skips  every explicit `capture-skip`: what range of the binlog was not captured, why
 """
 
 from __future__ import annotations
@@ -16,21 +25,26 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..model import Transaction
 from ..position import Position
 
 _SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS origins (
     origin TEXT PRIMARY KEY,
     head_key INTEGER NOT NULL,
     head TEXT NOT NULL,
     registered_at REAL NOT NULL,
     appended INTEGER NOT NULL DEFAULT 0,
-    head_ts REAL
+    head_ts REAL,
+    floor_key INTEGER NOT NULL DEFAULT -1,
+    floor TEXT
 );
 CREATE TABLE IF NOT EXISTS log (
     origin TEXT NOT NULL,
@@ -39,7 +53,16 @@ CREATE TABLE IF NOT EXISTS log (
     position TEXT NOT NULL,
     ts REAL NOT NULL,
     payload BLOB NOT NULL,
+    parts INTEGER NOT NULL DEFAULT 0,
+    begin_key INTEGER,
     PRIMARY KEY (origin, pos_key)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS parts (
+    origin TEXT NOT NULL,
+    begin_key INTEGER NOT NULL,
+    number INTEGER NOT NULL,
+    payload BLOB NOT NULL,
+    PRIMARY KEY (origin, begin_key, number)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cursors (
     target TEXT NOT NULL,
@@ -49,7 +72,16 @@ CREATE TABLE IF NOT EXISTS cursors (
     updated_at REAL NOT NULL,
     PRIMARY KEY (target, origin)
 );
+CREATE TABLE IF NOT EXISTS capture_skips (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    origin TEXT NOT NULL,
+    skipped_from TEXT,
+    skipped_to TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
+_FORMAT = "2"  # the layout above; a log of another layout is refused, never misread
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +90,19 @@ class Entry:
     timestamp: float
     payload: bytes
     tx: Transaction | None = None  # decoded, when at hand (not stored)
+    parts: int = 0  # > 0: stored in parts under `begin_key`
+    begin_key: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StagedPart:
+    """A part of a large transaction as it arrives (`end` is set on the last one)."""
+
+    begin_key: int
+    number: int
+    payload: bytes
+    end: Position | None
+    timestamp: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +111,7 @@ class OriginHead:
     head: Position
     head_ts: float | None
     appended: int
+    floor: Position | None  # the log holds everything of the origin after it
 
 
 def _pos(text: str) -> Position:
@@ -83,13 +129,46 @@ class HubLog:
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        self._check_format()
         self.db.executescript(_SCHEMA)
+        self.epoch = self._epoch()
         self.heads: dict[str, OriginHead] = {
-            origin: OriginHead(origin, _pos(head), ts, appended)
-            for origin, head, ts, appended in self.db.execute(
-                "SELECT origin, head, head_ts, appended FROM origins"
+            origin: OriginHead(origin, _pos(head), ts, appended, _pos(floor) if floor else None)
+            for origin, head, ts, appended, floor in self.db.execute(
+                "SELECT origin, head, head_ts, appended, floor FROM origins"
             )
         }
+
+    def _check_format(self) -> None:
+        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master")}
+        if "log" in tables and "meta" not in tables:
+            raise ConfigError(
+                f"the hub log {self.path} was written by binlogsync 0.1 (no epoch, no parts); "
+                "this version cannot read it safely",
+                "stop every agent, let the targets catch up with the old version, then move "
+                "the old data_dir aside: the new hub starts a new log and restarts capture "
+                "from the targets' checkpoints",
+            )
+        if "meta" in tables:
+            row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+            if row is not None and row[0] != _FORMAT:
+                raise ConfigError(
+                    f"the hub log {self.path} has format {row[0]}, this hub writes {_FORMAT}",
+                    "run the binlogsync version that wrote it, or move the data_dir aside",
+                )
+
+    def _epoch(self) -> str:
+        row = self.db.execute("SELECT value FROM meta WHERE key='epoch'").fetchone()
+        if row is not None:
+            return str(row[0])
+        epoch = uuid.uuid4().hex[:16]
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("INSERT INTO meta (key, value) VALUES ('epoch', ?)", (epoch,))
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('format', ?)", (_FORMAT,)
+            )
+        return epoch
 
     def close(self) -> None:
         self.db.close()
@@ -99,15 +178,37 @@ class HubLog:
         """The first time an origin is seen, remember where its capture starts (durably)."""
         if origin not in self.heads:
             self.db.execute(
-                "INSERT INTO origins (origin, head_key, head, registered_at) VALUES (?,?,?,?)",
-                (origin, start.key, _text(start), time.time()),
+                "INSERT INTO origins (origin, head_key, head, registered_at, floor_key, floor) "
+                "VALUES (?,?,?,?,?,?)",
+                (origin, start.key, _text(start), time.time(), start.key, _text(start)),
             )
-            self.heads[origin] = OriginHead(origin, start, None, 0)
+            self.heads[origin] = OriginHead(origin, start, None, 0, start)
         return self.heads[origin].head
+
+    def restart(self, origin: str, start: Position) -> int:
+        """Forget everything of `origin` and let its log start again after `start`.
+
+        For a target that needs what this log never held (its checkpoint is below the floor):
+        capture re-reads the binlog from there; what targets already have they skip. Returns
+        how many stored transactions were dropped.
+        """
+        with self.db:
+            self.db.execute("BEGIN")
+            dropped = self.db.execute("DELETE FROM log WHERE origin=?", (origin,)).rowcount
+            self.db.execute("DELETE FROM parts WHERE origin=?", (origin,))
+            self.db.execute("DELETE FROM origins WHERE origin=?", (origin,))
+        self.heads.pop(origin, None)
+        self.register(origin, start)
+        return int(dropped)
 
     def head(self, origin: str) -> Position | None:
         known = self.heads.get(origin)
         return known.head if known else None
+
+    def floor(self, origin: str) -> Position | None:
+        """The position after which this log holds everything of `origin` (None: never seen)."""
+        known = self.heads.get(origin)
+        return known.floor if known else None
 
     def fresh(self, origin: str, entries: Iterable[Entry]) -> list[Entry]:
         """The entries above the origin's head, in order (what `append` would store)."""
@@ -120,60 +221,159 @@ class HubLog:
                 fresh.append(entry)
         return fresh
 
-    def append(self, origin: str, entries: Iterable[Entry]) -> tuple[Position | None, int]:
-        """Store what is new (position above the head) in one durable commit.
+    def append(
+        self, origin: str, items: Iterable[Entry | StagedPart]
+    ) -> tuple[Position | None, int]:
+        """Store what is new in one durable commit: whole transactions above the head, and
+        parts of the large transaction arriving now (complete once its last part is stored).
 
-        Returns the new head and how many entries were new. Entries without changes advance
-        the head without taking room in the log (`payload` empty).
+        Returns the new head and how many transactions were new. Transactions without changes
+        advance the head without taking room in the log (`payload` empty). Raises ValueError
+        when a part does not continue the parts stored so far (the caller makes the origin
+        send its transaction again).
         """
         current = self.heads.get(origin)
         head_key = current.head.key if current else -1
-        fresh = []
-        last: Entry | None = None
-        for entry in entries:
-            if entry.position.key <= head_key:
-                continue  # a duplicate: the client re-read its binlog after a restart
-            head_key = entry.position.key
-            last = entry
-            if entry.payload:
-                fresh.append(entry)
-        if last is None:
+        rows: list[tuple[object, ...]] = []
+        parts: list[tuple[object, ...]] = []
+        wipe: int | None = None
+        staged: tuple[int, int] | None = None
+        looked = False  # whether `staged` was read from the table yet
+        last: Entry | StagedPart | None = None
+        last_position: Position | None = None
+        appended = current.appended if current else 0
+        for item in items:
+            if isinstance(item, Entry):
+                if item.position.key <= head_key:
+                    continue  # a duplicate: the client re-read its binlog after a restart
+                head_key = item.position.key
+                last, last_position = item, item.position
+                if item.payload:
+                    appended += 1
+                    rows.append(
+                        (origin, item.position.key, appended, _text(item.position),
+                         item.timestamp, item.payload, 0, None)
+                    )  # fmt: skip
+                continue
+            if item.begin_key < head_key:
+                continue  # a part of a transaction stored whole already
+            if not looked:
+                staged, looked = self._staged(origin, head_key), True
+            if item.number == 1:
+                wipe, staged = item.begin_key, (item.begin_key, 0)
+            if staged is None or staged != (item.begin_key, item.number - 1):
+                raise ValueError(
+                    f"part {item.number} of the transaction at key {item.begin_key} does not "
+                    f"follow what is stored ({staged})"
+                )
+            staged = (item.begin_key, item.number)
+            parts.append((origin, item.begin_key, item.number, item.payload))
+            if item.end is not None:
+                if item.end.key <= head_key:
+                    raise ValueError(f"the last part ends at {item.end}, not above the head")
+                head_key = item.end.key
+                appended += 1
+                rows.append(
+                    (origin, item.end.key, appended, _text(item.end), item.timestamp, b"",
+                     item.number, item.begin_key)
+                )  # fmt: skip
+                last, last_position, staged = item, item.end, None
+        if not parts and last_position is None:
             return (current.head if current else None), 0
-        before = current.appended if current else 0
-        appended = before + len(fresh)
         with self.db:
             self.db.execute("BEGIN")
+            if wipe is not None:  # the origin started this transaction over: drop its old parts
+                self.db.execute("DELETE FROM parts WHERE origin=? AND begin_key>=?", (origin, wipe))
+            self.db.executemany("INSERT OR REPLACE INTO parts VALUES (?,?,?,?)", parts)
             self.db.executemany(
-                "INSERT OR IGNORE INTO log (origin, pos_key, seq, position, ts, payload) "
-                "VALUES (?,?,?,?,?,?)",
-                [
-                    (origin, e.position.key, before + i, _text(e.position), e.timestamp, e.payload)
-                    for i, e in enumerate(fresh, 1)
-                ],
+                "INSERT OR IGNORE INTO log (origin, pos_key, seq, position, ts, payload, parts, "
+                "begin_key) VALUES (?,?,?,?,?,?,?,?)",
+                rows,
             )
-            self.db.execute(
-                "INSERT INTO origins (origin, head_key, head, registered_at, appended, head_ts) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT(origin) DO UPDATE SET head_key=excluded.head_key,"
-                " head=excluded.head, appended=excluded.appended, head_ts=excluded.head_ts",
-                (
-                    origin,
-                    last.position.key,
-                    _text(last.position),
-                    time.time(),
-                    appended,
-                    last.timestamp,
-                ),
-            )
-        self.heads[origin] = OriginHead(origin, last.position, last.timestamp, appended)
-        return last.position, len(fresh)
+            if last_position is not None:
+                assert last is not None
+                self.db.execute(
+                    "INSERT INTO origins (origin, head_key, head, registered_at, appended, "
+                    "head_ts) VALUES (?,?,?,?,?,?) ON CONFLICT(origin) DO UPDATE SET "
+                    "head_key=excluded.head_key, head=excluded.head, "
+                    "appended=excluded.appended, head_ts=excluded.head_ts",
+                    (origin, last_position.key, _text(last_position), time.time(), appended,
+                     last.timestamp),
+                )  # fmt: skip
+        if last_position is None:
+            return (current.head if current else None), 0
+        assert last is not None
+        floor = current.floor if current else None
+        self.heads[origin] = OriginHead(origin, last_position, last.timestamp, appended, floor)
+        return last_position, appended - (current.appended if current else 0)
 
+    def _staged(self, origin: str, head_key: int) -> tuple[int, int] | None:
+        """(begin_key, highest number) of the transaction whose parts are arriving, if any."""
+        row = self.db.execute(
+            "SELECT begin_key, MAX(number) FROM parts WHERE origin=? AND begin_key>=? "
+            "GROUP BY begin_key ORDER BY begin_key DESC LIMIT 1",
+            (origin, head_key),
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def move_head(self, origin: str, to: Position, reason: str) -> Position | None:
+        """Move `origin`'s head to `to` on purpose (`capture-skip`), with a record; returns the
+        head it had. The binlog between them is not captured: targets skip it."""
+        before = self.head(origin)
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "INSERT INTO capture_skips (origin, skipped_from, skipped_to, reason, at) "
+                "VALUES (?,?,?,?,?)",
+                (origin, _text(before) if before else None, _text(to), reason, now),
+            )
+            self.db.execute("DELETE FROM parts WHERE origin=? AND begin_key>=?",
+                            (origin, before.key if before else -1))  # fmt: skip
+            self.db.execute(
+                "INSERT INTO origins (origin, head_key, head, registered_at, floor_key, floor) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT(origin) DO UPDATE SET "
+                "head_key=excluded.head_key, head=excluded.head",
+                (origin, to.key, _text(to), now, to.key, _text(to)),
+            )
+        known = self.heads.get(origin)
+        self.heads[origin] = OriginHead(
+            origin, to, now, known.appended if known else 0, known.floor if known else to
+        )
+        return before
+
+    def capture_skips(self, origin: str) -> list[dict[str, object]]:
+        return [
+            {
+                "from": json.loads(f) if f else None,
+                "to": json.loads(t),
+                "reason": reason,
+                "at": at,
+            }
+            for f, t, reason, at in self.db.execute(
+                "SELECT skipped_from, skipped_to, reason, at FROM capture_skips WHERE origin=? "
+                "ORDER BY id",
+                (origin,),
+            )
+        ]
+
+    # -- reading -----------------------------------------------------------------------------
     def read(self, origin: str, after_key: int, limit: int) -> list[Entry]:
         rows = self.db.execute(
-            "SELECT position, ts, payload FROM log WHERE origin=? AND pos_key>? "
+            "SELECT position, ts, payload, parts, begin_key FROM log WHERE origin=? AND pos_key>? "
             "ORDER BY pos_key LIMIT ?",
             (origin, after_key, limit),
         ).fetchall()
-        return [Entry(_pos(p), ts, payload) for p, ts, payload in rows]
+        return [Entry(_pos(p), ts, payload, None, n, b) for p, ts, payload, n, b in rows]
+
+    def part(self, origin: str, begin_key: int, number: int) -> bytes:
+        row = self.db.execute(
+            "SELECT payload FROM parts WHERE origin=? AND begin_key=? AND number=?",
+            (origin, begin_key, number),
+        ).fetchone()
+        if row is None:
+            raise LookupError(f"part {number} of {origin}'s transaction at {begin_key} is gone")
+        return bytes(row[0])
 
     def backlog(self, origin: str, after_key: int) -> tuple[int, float | None]:
         """How many stored transactions lie after `after_key`, and the oldest one's time.
@@ -218,10 +418,27 @@ class HubLog:
                 [(t, o, p.key, _text(p), now) for (t, o), p in cursors.items()],
             )
 
-    def compact(self, origin: str, below_key: int) -> int:
-        """Drop entries every target of `origin` has applied (at or below `below_key`)."""
+    def compact(self, origin: str, below: Position) -> int:
+        """Drop entries every target of `origin` has applied (at or below `below`); the floor
+        rises to `below`."""
+        below_key = below.key
         with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute(
+                "DELETE FROM parts WHERE origin=? AND begin_key IN (SELECT begin_key FROM log "
+                "WHERE origin=? AND pos_key<=? AND begin_key IS NOT NULL)",
+                (origin, origin, below_key),
+            )
             cur = self.db.execute(
                 "DELETE FROM log WHERE origin=? AND pos_key<=?", (origin, below_key)
             )
-        return cur.rowcount
+            self.db.execute(
+                "UPDATE origins SET floor_key=?, floor=? WHERE origin=? AND floor_key<?",
+                (below_key, _text(below), origin, below_key),
+            )
+        known = self.heads.get(origin)
+        if known is not None and (known.floor is None or below_key > known.floor.key):
+            self.heads[origin] = OriginHead(
+                origin, known.head, known.head_ts, known.appended, below
+            )
+        return int(cur.rowcount)

@@ -8,6 +8,7 @@ stem is the host name that key may speak for, so one host cannot pose as another
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import zmq
@@ -68,16 +69,18 @@ def secure_client(socket: zmq.Socket, secret_file: Path, server_public_file: Pat
 
 
 class _Keyring:
-    def __init__(self, keys: dict[bytes, str]) -> None:
-        self.keys = keys
+    def __init__(self, admit: Callable[[bytes], bool]) -> None:
+        self.admit = admit
 
     def callback(self, domain: str, key: bytes) -> bool:
-        return key in self.keys
+        return self.admit(key)
 
 
-def start_authenticator(context: zmq.Context, keys: dict[bytes, str]) -> ThreadAuthenticator:
-    """ZAP handler that admits only the given public keys; User-Id is the z85 key."""
+def start_authenticator(
+    context: zmq.Context, admit: Callable[[bytes], bool]
+) -> ThreadAuthenticator:
+    """ZAP handler that admits the public keys (z85) `admit` accepts; User-Id is the z85 key."""
     auth = ThreadAuthenticator(context)
     auth.start()
-    auth.configure_curve_callback(domain="*", credentials_provider=_Keyring(keys))
+    auth.configure_curve_callback(domain="*", credentials_provider=_Keyring(admit))
     return auth

@@ -2,45 +2,63 @@
 
 Every message is a multipart ZeroMQ message:
 
-    frame 0   b"BLS1"            protocol name and version
+    frame 0   b"BLS2"            protocol name and version
     frame 1   kind               ASCII, one of KINDS
     frame 2   header             msgpack map, fields per kind (checked here)
-    frame 3…  bodies             BATCH and DELIVER only: one msgpack transaction per frame
+    frame 3…  bodies             BATCH, DELIVER and REPAIR only: one msgpack transaction or
+                                 transaction part per frame
 
 The ROUTER on the hub sees the peer's routing id in front of frame 0. `decode` checks
-everything a peer could get wrong (frame count, version, kind, sizes, header fields and
-types) and raises ProtocolError naming the problem; the agents log it and carry on.
+everything a peer could get wrong (frame count, version, kind, sizes, header fields, their
+types and ranges) and raises ProtocolError naming the problem; the agents log it and carry on.
+A value that passes `decode` is safe to store and compare: integers fit 63 bits, numbers are
+finite, strings are bounded, positions are valid.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..codec import pack, unpack
 from ..errors import ProtocolError
-from ..model import Transaction
+from ..model import Part, Transaction, body_from_wire
 from ..position import Position
 
-VERSION = b"BLS1"
+VERSION = b"BLS2"
 
 HELLO, WELCOME, BATCH, ACK = b"HELLO", b"WELCOME", b"BATCH", b"ACK"
-DELIVER, APPLIED, FAILED = b"DELIVER", b"APPLIED", b"FAILED"
+DELIVER, APPLIED, FAILED, HALTED = b"DELIVER", b"APPLIED", b"FAILED", b"HALTED"
 PING, PONG, STATUS, STATUS_REPLY, ERROR = b"PING", b"PONG", b"STATUS", b"STATUS_REPLY", b"ERROR"
 REPAIR, REPAIRED = b"REPAIR", b"REPAIRED"
+CAPTURE_SKIP, SKIPPED = b"CAPTURE_SKIP", b"SKIPPED"
 
-_STR, _INT, _NUM, _POS, _OPTPOS, _LIST, _MAP = "str", "int", "num", "pos", "pos?", "list", "map"
+# Field types: str, int (0 ≤ n < 2**63), num (finite, 0 ≤ x ≤ 1e9), bool, pos (a position),
+# pos? (a position or nil), list, map, str? (a string or nil).
+_STR, _INT, _NUM, _BOOL = "str", "int", "num", "bool"
+_POS, _OPTPOS, _LIST, _MAP, _OPTSTR = "pos", "pos?", "list", "map", "str?"
 
-# Required header fields and their types, per kind. Extra fields are ignored (forward
-# compatible); missing or mistyped ones are a ProtocolError.
+# Required header fields and their types, per kind; then optional ones, checked when present.
+# Other fields are ignored (forward compatible); a missing or mistyped one is a ProtocolError.
 SCHEMAS: dict[bytes, dict[str, str]] = {
-    HELLO: {"host": _STR, "roles": _LIST, "checkpoints": _MAP, "start": _OPTPOS, "agent": _STR},
-    WELCOME: {"hub": _STR, "resume": _OPTPOS, "heartbeat": _NUM},
-    BATCH: {"origin": _STR, "seq": _INT},
+    HELLO: {
+        "host": _STR,
+        "roles": _LIST,
+        "checkpoints": _MAP,
+        "start": _OPTPOS,
+        "oldest": _OPTPOS,
+        "agent": _STR,
+        "max_message_bytes": _INT,
+    },
+    WELCOME: {"hub": _STR, "epoch": _STR, "resume": _OPTPOS, "heartbeat": _NUM},
+    BATCH: {"origin": _STR, "seq": _INT, "after": _OPTPOS},
     ACK: {"origin": _STR, "seq": _INT, "upto": _POS},
-    DELIVER: {"origin": _STR, "seq": _INT, "upto": _POS},
-    APPLIED: {"origin": _STR, "seq": _INT, "upto": _POS},
+    DELIVER: {"origin": _STR, "seq": _INT, "upto": _POS, "after": _OPTPOS},
+    APPLIED: {"origin": _STR, "seq": _INT, "upto": _OPTPOS},
     FAILED: {"origin": _STR, "position": _OPTPOS, "error": _STR, "retry_in": _NUM},
+    HALTED: {"origin": _STR, "error": _STR, "position": _OPTPOS, "at": _STR, "end": _OPTPOS},
     PING: {},
     PONG: {},
     STATUS: {},
@@ -48,9 +66,19 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     ERROR: {"code": _STR, "message": _STR},
     REPAIR: {"origin": _STR, "target": _STR, "snapshot": _POS, "id": _STR},
     REPAIRED: {"id": _STR, "upto": _POS},
+    CAPTURE_SKIP: {"origin": _STR, "to": _OPTPOS, "reason": _STR, "id": _STR},
+    SKIPPED: {"id": _STR, "origin": _STR, "skipped_from": _OPTPOS, "to": _POS},
+}
+OPTIONAL: dict[bytes, dict[str, str]] = {
+    HELLO: {"halted": _MAP},
+    DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM},
+    FAILED: {"seq": _INT, "repair": _BOOL, "resend": _BOOL},
 }
 KINDS = frozenset(SCHEMAS)
 _WITH_BODIES = frozenset({BATCH, DELIVER, REPAIR})
+MAX_STRING = 65536
+MAX_INT = (1 << 63) - 1
+MAX_NUM = 1e12  # commit times (seconds since 1970) fit, with room
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,15 +87,57 @@ class Message:
     header: dict[str, Any]
     bodies: tuple[bytes, ...] = ()
 
-    def transactions(self) -> list[Transaction]:
-        return [Transaction.from_wire(unpack(body)) for body in self.bodies]
+    def bodies_decoded(self, max_bytes: int) -> list[Transaction | Part]:
+        return [body_from_wire(unpack(body, max_bytes)) for body in self.bodies]
+
+    def transactions(self, max_bytes: int = 64 * 1024 * 1024) -> list[Transaction]:
+        """The bodies as whole transactions (REPAIR); a part here is a ProtocolError."""
+        out = []
+        for item in self.bodies_decoded(max_bytes):
+            if not isinstance(item, Transaction):
+                raise ProtocolError(f"{self.kind.decode()} carries whole transactions only")
+            out.append(item)
+        return out
 
 
-def encode(
-    kind: bytes, header: dict[str, Any], bodies: list[bytes] | tuple[bytes, ...] = ()
-) -> list[bytes]:
+def encode(kind: bytes, header: dict[str, Any], bodies: Sequence[bytes] = ()) -> list[bytes]:
     wire = {k: (v.to_json() if isinstance(v, Position) else v) for k, v in header.items()}
     return [VERSION, kind, pack(wire), *bodies]
+
+
+def _value(name: str, field: str, typ: str, value: Any) -> Any:
+    """`value` checked against `typ` (positions decoded); ProtocolError when it does not fit."""
+    if typ in (_STR, _OPTSTR):
+        if isinstance(value, str) and len(value) <= MAX_STRING:
+            return value
+        if typ == _OPTSTR and value is None:
+            return None
+    elif typ == _INT:
+        if type(value) is int and 0 <= value <= MAX_INT:
+            return value
+    elif typ == _NUM:
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0 <= value <= MAX_NUM
+        ):
+            return value
+    elif typ == _BOOL:
+        if isinstance(value, bool):
+            return value
+    elif typ == _LIST:
+        if isinstance(value, list):
+            return value
+    elif typ == _MAP:
+        if isinstance(value, dict):
+            return value
+    elif typ in (_POS, _OPTPOS):
+        if value is None and typ == _OPTPOS:
+            return None
+        return Position.from_json(value)
+    shown = repr(value)[:60]
+    raise ProtocolError(f"{name} field {field!r} must be {typ}, got {type(value).__name__} {shown}")
 
 
 def _check(kind: bytes, header: Any) -> dict[str, Any]:
@@ -78,23 +148,10 @@ def _check(kind: bytes, header: Any) -> dict[str, Any]:
     for field, typ in SCHEMAS[kind].items():
         if field not in header:
             raise ProtocolError(f"{name} header lacks field {field!r}")
-        value = header[field]
-        if typ == _STR and isinstance(value, str) and len(value) <= 65536:
-            continue
-        if typ == _INT and isinstance(value, int) and not isinstance(value, bool):
-            continue
-        if typ == _NUM and isinstance(value, int | float) and not isinstance(value, bool):
-            continue
-        if typ == _LIST and isinstance(value, list):
-            continue
-        if typ == _MAP and isinstance(value, dict):
-            continue
-        if typ == _OPTPOS and value is None:
-            continue
-        if typ in (_POS, _OPTPOS):
-            checked[field] = Position.from_json(value)
-            continue
-        raise ProtocolError(f"{name} field {field!r} must be {typ}, got {type(value).__name__}")
+        checked[field] = _value(name, field, typ, header[field])
+    for field, typ in OPTIONAL.get(kind, {}).items():
+        if field in header:
+            checked[field] = _value(name, field, typ, header[field])
     return checked
 
 
@@ -117,3 +174,16 @@ def decode(frames: list[bytes], max_bytes: int) -> Message:
         raise ProtocolError(f"{kind.decode()} carries no bodies, got {len(frames) - 3}")
     header = _check(kind, unpack(frames[2], max_bytes))
     return Message(kind, header, tuple(bytes(f) for f in frames[3:]))
+
+
+def checkpoints(header: dict[str, Any]) -> dict[str, tuple[Position, str | None]]:
+    """HELLO's `checkpoints` map: origin → (position, epoch of the hub that delivered it)."""
+    out: dict[str, tuple[Position, str | None]] = {}
+    for origin, value in header["checkpoints"].items():
+        if not isinstance(origin, str) or not 0 < len(origin) <= 64:
+            raise ProtocolError(f"HELLO checkpoints: origin name {str(origin)[:80]!r} is invalid")
+        epoch = value.get("epoch") if isinstance(value, dict) else None
+        if epoch is not None and (not isinstance(epoch, str) or len(epoch) > 64):
+            raise ProtocolError(f"HELLO checkpoints: epoch of {origin!r} is invalid")
+        out[origin] = (Position.from_json(value), epoch)
+    return out

@@ -1,9 +1,19 @@
-"""A client agent's connection to the hub: one DEALER socket, heartbeats, reconnects.
+"""A client agent's connection to the hub: one DEALER socket for the agent's life.
 
-As in the ZeroMQ Guide's Paranoid Pirate: any message from the hub counts as a sign of life;
-when nothing is sent for one heartbeat interval we send PING (the paper's `3#id`) and the hub
-answers PONG (`4#id`); when nothing is heard for `liveness` intervals the socket is thrown away
-and a new one connects, with back-off, and the agent says HELLO again.
+libzmq reconnects the TCP connection by itself (every 100 ms, backing off to half a heartbeat
+interval), so the socket is never thrown away: the agent only says HELLO again, at once when
+the connection comes back (the socket monitor tells it) and then once per heartbeat interval
+until WELCOME. `immediate` keeps messages from queueing for a hub that is not there, so a hub
+that comes back after an hour gets one HELLO, not an hour of them.
+
+As in the ZeroMQ Guide's Paranoid Pirate, any message from the hub counts as a sign of life;
+when nothing is sent for one heartbeat interval the agent sends PING (the paper's `3#id`) and
+the hub answers PONG (`4#id`); `heartbeat_liveness` silent intervals mean the hub is gone.
+
+The monitor also tells apart what looks the same from the outside — "no answer" — so the
+agent can say which it is: nothing listens at the endpoint (connection refused, retrying), a
+CURVE handshake that fails (the hub's public key is not the one in hub_public_key_file, or
+this client's key is not authorised), or a hub that accepted the connection and is silent.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import time
 from typing import Any
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ..config import ClientConfig
 from ..errors import ProtocolError
@@ -21,39 +32,71 @@ from .frames import Message
 
 log = logging.getLogger("binlogsync.link")
 
+_EVENTS = (
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_RETRIED
+    | zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+
 
 class HubLink:
-    def __init__(self, context: zmq.Context, config: ClientConfig) -> None:
+    def __init__(self, context: zmq.Context[Any], config: ClientConfig) -> None:
         self.context, self.config = context, config
-        self.socket: zmq.Socket | None = None
+        self.socket: zmq.Socket[bytes] | None = None
+        self.monitor: zmq.Socket[bytes] | None = None
         self.last_heard = self.last_sent = 0.0
+        self.up = False  # a connection (and its CURVE handshake) is established
+        self.refused = 0  # connection attempts that found nothing listening, since last up
+        self.handshake_failures = 0  # CURVE handshakes that failed, since last up
 
-    def connect(self) -> zmq.Socket:
-        self.close()
-        sock = self.context.socket(zmq.DEALER)
+    @property
+    def endpoint(self) -> str:
+        return self.config.hub
+
+    def open(self) -> None:
+        sock: zmq.Socket[bytes] = self.context.socket(zmq.DEALER)
         sock.linger = 0
+        sock.immediate = 1
         sock.maxmsgsize = self.config.max_message_bytes + 65536
         sock.sndhwm = sock.rcvhwm = 100_000
         sock.reconnect_ivl = 100
-        sock.reconnect_ivl_max = 2000
+        sock.reconnect_ivl_max = max(100, int(self.config.heartbeat_interval * 500))
         security = self.config.security
         if security.enabled:
             assert security.secret_key_file and security.hub_public_key_file
             curve.secure_client(sock, security.secret_key_file, security.hub_public_key_file)
+        self.monitor = sock.get_monitor_socket(_EVENTS)
         sock.connect(self.config.hub)
         self.socket = sock
         self.last_heard = time.monotonic()
-        return sock
 
     def close(self) -> None:
         if self.socket is not None:
+            if self.monitor is not None:
+                self.socket.disable_monitor()
+                self.monitor.close(linger=0)
+                self.monitor = None
             self.socket.close(linger=0)
             self.socket = None
 
-    def send(self, kind: bytes, header: dict[str, Any], bodies: list[bytes] = ()) -> None:  # type: ignore[assignment]
+    def send(self, kind: bytes, header: dict[str, Any], bodies: list[bytes] | None = None) -> bool:
+        """Send now, or return False when no connection to the hub is up (nothing queues)."""
         assert self.socket is not None
-        self.socket.send_multipart(frames.encode(kind, header, bodies))
+        try:
+            self.socket.send_multipart(frames.encode(kind, header, bodies or ()), zmq.NOBLOCK)
+        except zmq.Again:
+            return False
         self.last_sent = time.monotonic()
+        return True
 
     def receive(self) -> list[Message]:
         """Everything waiting on the socket; malformed messages are logged and dropped."""
@@ -69,6 +112,53 @@ class HubLink:
                 messages.append(frames.decode(parts, self.config.max_message_bytes))
             except ProtocolError as exc:
                 log.warning("dropped a malformed message from the hub: %s", exc)
+
+    def events(self) -> bool:
+        """Read the socket monitor; True when a connection has just come up."""
+        came_up = False
+        while self.monitor is not None:
+            try:
+                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            kind = event["event"]
+            if kind == zmq.EVENT_CONNECT_RETRIED:
+                self.refused += 1
+            elif kind & _FAILED:
+                self.handshake_failures += 1
+                self.up = False
+            elif kind == zmq.EVENT_DISCONNECTED:
+                self.up = False
+            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED or (
+                kind == zmq.EVENT_CONNECTED and not self.config.security.enabled
+            ):
+                self.up, came_up = True, True
+                self.refused = self.handshake_failures = 0
+        return came_up
+
+    def diagnosis(self) -> str:
+        """Why the hub does not answer, as far as this side can tell."""
+        where = f"the hub at {self.endpoint}"
+        if self.handshake_failures:
+            return (
+                f"{where} refused the CURVE handshake {self.handshake_failures} time(s): its "
+                "public key is not the one in security.hub_public_key_file, or this client's "
+                "public key is not in the hub's authorized_keys_dir"
+            )
+        if self.up:
+            return (
+                f"{where} accepted the connection but does not answer (paused or overloaded?); "
+                "with CURVE, a wrong hub_public_key_file also looks like this"
+            )
+        if self.refused:
+            return (
+                f"nothing answers at {self.endpoint} ({self.refused} connection attempts "
+                "refused): is `binlogsync server` running there, and is client.hub right?"
+            )
+        return (
+            f"no connection to {where} yet: is client.hub right and the port reachable? With "
+            "CURVE, a wrong hub_public_key_file looks exactly like this"
+        )
 
     def ping_due(self, now: float) -> bool:
         return now - self.last_sent >= self.config.heartbeat_interval

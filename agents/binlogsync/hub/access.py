@@ -1,0 +1,116 @@
+"""Who may say what to the hub.
+
+With CURVE on, the ZAP handler admits only known public keys: host keys (`NAME.key` in
+`authorized_keys_dir`, each bound to host NAME), admin keys (`admin_keys_dir`) and the hub's
+own key (the operator on the hub's machine, with the hub's config, is an admin). Then, per
+message:
+
+    HELLO                       the key must belong to the host the HELLO names
+    BATCH APPLIED FAILED HALTED PING
+                                from the connection whose HELLO was accepted, signed by the
+                                same key; a host speaks only for itself (checked again by the
+                                handlers: an origin only for its own origin, a target only for
+                                its own cursors)
+    STATUS                      any admitted key
+    REPAIR CAPTURE_SKIP         admin keys only: they change what a target holds or where
+                                capture stands
+
+Refused handshakes and refused messages are logged with the key's name, or its fingerprint
+when the key is unknown. With CURVE off there are no keys, so nothing can be told apart:
+every peer may do everything, which is why the hub then warns unless it listens on loopback.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from ..errors import ProtocolError
+from ..transport import frames
+from ..transport.frames import Message
+from .hosts import Host, Hosts
+
+log = logging.getLogger("binlogsync.hub")
+
+ADMIN_KINDS = frozenset({frames.REPAIR, frames.CAPTURE_SKIP})
+_TOOL_KINDS = ADMIN_KINDS | {frames.STATUS}
+_LOG_EVERY = 60.0  # seconds between two log lines about the same refused key
+
+
+def fingerprint(z85: bytes | str) -> str:
+    text = z85.decode("ascii", "replace") if isinstance(z85, bytes) else z85
+    return f"key {text[:8]}…"
+
+
+class Access:
+    def __init__(
+        self,
+        enabled: bool,
+        host_keys: dict[bytes, str] | None = None,
+        admin_keys: dict[bytes, str] | None = None,
+    ) -> None:
+        self.enabled = enabled
+        self.host_keys = dict(host_keys or {})
+        self.admin_keys = dict(admin_keys or {})
+        self._logged: dict[str, float] = {}
+
+    def admitted(self, key: bytes) -> bool:
+        """The ZAP decision for a public key (z85); refusals are logged, at most once a minute
+        per key."""
+        if key in self.host_keys or key in self.admin_keys:
+            return True
+        self.once(
+            fingerprint(key),
+            "refused a CURVE handshake from unknown %s: it is neither in authorized_keys_dir "
+            "nor in admin_keys_dir",
+        )
+        return False
+
+    def once(self, subject: str, message: str) -> None:
+        now = time.monotonic()
+        if now - self._logged.get(subject, -_LOG_EVERY) >= _LOG_EVERY:
+            self._logged[subject] = now
+            log.warning(message, subject)
+
+    def name_of(self, user_id: str | None) -> str:
+        """Who signed a message, for log lines."""
+        if user_id is None:
+            return "a peer"
+        key = user_id.encode()
+        name = self.host_keys.get(key) or self.admin_keys.get(key)
+        return f"{name}'s key" if name else fingerprint(user_id)
+
+    def check(
+        self, hosts: Hosts, identity: bytes, message: Message, user_id: str | None
+    ) -> Host | None:
+        """The host this message speaks for (None for HELLO and tool messages), or
+        ProtocolError saying why it is refused."""
+        kind = message.kind
+        if kind == frames.HELLO:
+            if self.enabled:
+                name = message.header["host"]
+                owner = self.host_keys.get(user_id.encode()) if user_id else None
+                if owner != name:
+                    raise ProtocolError(
+                        f"HELLO for host {name!r} signed by {self.name_of(user_id)}; a host key "
+                        "speaks only for its own host"
+                    )
+            return None
+        if kind in _TOOL_KINDS:
+            if kind in ADMIN_KINDS and self.enabled:
+                if user_id is None or user_id.encode() not in self.admin_keys:
+                    raise ProtocolError(
+                        f"{kind.decode()} needs an admin key; it was signed by "
+                        f"{self.name_of(user_id)}",
+                        "run it with the hub's config or an admin config whose key is in the "
+                        "hub's admin_keys_dir",
+                    )
+            return hosts.speaking(identity)
+        host = hosts.speaking(identity)
+        if host is None:
+            raise ProtocolError("send HELLO first")
+        if self.enabled and host.user_id != user_id:
+            raise ProtocolError(
+                f"message for {host.name} signed by {self.name_of(user_id)}, not by its own key"
+            )
+        return host

@@ -1,0 +1,396 @@
+"""Delivery: each target's cursor per origin, and what the hub sends it (DELIVER).
+
+Everything after a target's cursor is its outbox (the paper's). The hub pushes it in order,
+at most `window` DELIVERs unacknowledged per cursor, each of at most `batch_transactions`
+transactions and DELIVER_BYTES bytes (and never more than the target's max_message_bytes). A
+transaction stored in parts goes one part per DELIVER; the target acknowledges each part (its
+checkpoint does not move until the last one commits). Every DELIVER names the position it
+continues from (`after`), so a target can drop anything that does not continue what it has,
+such as deliveries still in flight when it asked for a re-send (FAILED `resend`).
+
+A target's HELLO reports its checkpoint, and that is the truth. When the checkpoint is older
+than anything this log holds for that origin (a new hub, a lost data directory, a target
+restored from a backup), capture restarts from there if the origin's binlog still has it
+(origins.py); otherwise the cursor is blocked with a "reseed needed" error until the target
+reports a checkpoint the log can serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..codec import pack, unpack
+from ..config import HubConfig
+from ..errors import ProtocolError
+from ..metrics import HubMetrics
+from ..model import Part, Transaction
+from ..position import Position
+from ..transport import frames
+from .cursors import Cursor
+from .hosts import Host, Hosts
+from .log import Entry, HubLog
+from .origins import Origins
+from .repairs import Repairs
+from .routing import Router
+
+log = logging.getLogger("binlogsync.hub")
+
+Send = Callable[[bytes, bytes, dict[str, Any], Sequence[bytes]], bool]
+DELIVER_BYTES = 8 * 1024 * 1024
+_FRAME_ROOM = 64 * 1024  # header and frames around the bodies
+
+
+class Delivery:
+    def __init__(
+        self,
+        config: HubConfig,
+        store: HubLog,
+        router: Router,
+        hosts: Hosts,
+        metrics: HubMetrics,
+        send: Send,
+        origins: Origins,
+    ) -> None:
+        self.config, self.log, self.router, self.hosts = config, store, router, hosts
+        self.metrics, self.send, self.origins = metrics, send, origins
+        self.cursors: dict[tuple[str, str], Cursor] = {}
+        self.reported: set[tuple[str, str]] = set()  # cursors whose target reported to this log
+        for route in config.routes:
+            for target in route.targets:
+                self.cursors.setdefault((target, route.origin), Cursor(target, route.origin))
+        for key, position in store.cursors().items():
+            if key in self.cursors:
+                self.cursors[key].applied = position
+                self.cursors[key].rewind()
+                self.reported.add(key)
+        self.repairs = Repairs(
+            router,
+            hosts,
+            send,
+            self.cursor,
+            lambda origin: self._floor_key(origin),
+            store.head,
+            config.max_message_bytes,
+        )
+
+    def cursor(self, target: str, origin: Any) -> Cursor:
+        cursor = self.cursors.get((target, origin))
+        if cursor is None:
+            raise ProtocolError(f"no route sends origin {str(origin)[:64]!r} to {target}")
+        return cursor
+
+    def of_origin(self, origin: str) -> list[Cursor]:
+        return [c for (_t, o), c in self.cursors.items() if o == origin]
+
+    def reports(self, origin: str) -> dict[str, Position | None]:
+        """The checkpoints `origin`'s targets reported to this log (absent: not yet)."""
+        return {
+            c.target: c.applied
+            for c in self.of_origin(origin)
+            if (c.target, origin) in self.reported
+        }
+
+    def _floor_key(self, origin: str) -> int:
+        floor = self.log.floor(origin)
+        return floor.key if floor is not None else -1
+
+    # -- HELLO -------------------------------------------------------------------------------
+    def hello(self, host: Host, header: dict[str, Any]) -> None:
+        """The target role of a HELLO: its checkpoints are the truth."""
+        reported = frames.checkpoints(header)
+        for origin in sorted(self.router.origins_of(host.name)):
+            cursor = self.cursors[(host.name, origin)]
+            position, epoch = reported.get(origin, (None, None))
+            cursor.reset_to(position, epoch)
+            self.reported.add((host.name, origin))
+            cursor.blocked = ""
+        for origin in sorted(self.router.origins_of(host.name)):
+            self.check_floor(origin)
+
+    def check_floor(self, origin: str) -> None:
+        """Targets that need more of `origin` than this log holds: restart capture for them if
+        the origin's binlog still has it, else block them with the reason."""
+        floor = self.log.floor(origin)
+        if floor is None:
+            return
+        behind = [
+            c for c in self.of_origin(origin) if c.applied is not None and c.applied.key < floor.key
+        ]
+        if not behind:
+            return
+        oldest = self.origins.oldest.get(origin)
+        fixable = [c for c in behind if oldest is not None and c.applied_key >= oldest.key]
+        if fixable:
+            start = min(fixable, key=lambda c: c.applied_key)
+            assert start.applied is not None
+            why = (
+                f"target {start.target} needs it from {start.applied} (checkpoint of hub epoch "
+                f"{start.epoch or 'unknown'}), older than this log (epoch {self.log.epoch}) "
+                f"holds (after {floor})"
+            )
+            if self.origins.restart_from(origin, start.applied, why):
+                for cursor in self.of_origin(origin):
+                    cursor.rewind()
+                behind = [c for c in behind if c not in fixable]
+        for cursor in behind:
+            if oldest is None:
+                reason = (
+                    f"waiting for origin {origin} to connect: {cursor.target}'s checkpoint "
+                    f"{cursor.applied} is older than this log holds (after {floor}), and only "
+                    "the origin can tell whether its binlog still has it"
+                )
+            else:
+                reason = (
+                    f"reseed needed: {cursor.target}'s checkpoint {cursor.applied} (hub epoch "
+                    f"{cursor.epoch or 'unknown'}) is older than anything this hub holds for "
+                    f"{origin} (after {floor}, epoch {self.log.epoch}), and {origin}'s binlog "
+                    f"starts at {oldest}"
+                )
+            if cursor.blocked != reason:
+                log.error("target %s, origin %s: %s", cursor.target, origin, reason)
+            cursor.blocked = reason
+
+    # -- sending -------------------------------------------------------------------------------
+    def forward(self, origin: str, items: Sequence[Any]) -> None:
+        """Send new whole transactions to targets that are up to date, before the log's fsync.
+
+        This takes the fsync off the latency path and is safe: a target applies by position
+        and reports its checkpoint as the truth, and if the hub dies before its commit, the
+        origin (not acknowledged) re-sends and the target skips what it has. Parts are only
+        sent once stored (`pump`).
+        """
+        head = self.log.head(origin)
+        if head is None or not all(isinstance(i, Entry) for i in items):
+            return
+        fresh = self.log.fresh(origin, items)
+        if not fresh:
+            return
+        for target in self.router.targets_of(origin):
+            cursor = self.cursors[(target, origin)]
+            if (
+                cursor.sent_key == head.key
+                and cursor.parts_sent == 0
+                and not cursor.repairs
+                and not cursor.blocked
+            ):
+                self._send_entries(target, origin, cursor, fresh, None)
+
+    def pump(self, target: str, origin: str) -> None:
+        host = self.hosts.get(target)
+        cursor = self.cursors.get((target, origin))
+        if host is None or cursor is None or not host.online or "target" not in host.roles:
+            return
+        if cursor.blocked:
+            return
+        if cursor.repairs:  # nothing else goes to this target until the repair is applied
+            self.repairs.deliver(target, origin, cursor)
+            return
+        head = self.log.head(origin)
+        limit = self.config.batch_transactions
+        while head is not None and cursor.sent_key < head.key:
+            entries = self.log.read(origin, cursor.sent_key, limit)
+            full = len(entries) == limit
+            if not self._send_entries(target, origin, cursor, entries, None if full else head):
+                return
+
+    def _send_entries(
+        self,
+        target: str,
+        origin: str,
+        cursor: Cursor,
+        entries: list[Entry],
+        head: Position | None,
+    ) -> bool:
+        """Send `entries` as DELIVERs, within the window and the size limits.
+
+        `head` given: the last DELIVER's `upto` is the head (nothing is stored between).
+        Returns False when the window filled, the target is gone or the cursor got blocked.
+        """
+        host = self.hosts[target]
+        if not host.online or "target" not in host.roles:
+            return False
+        budget = max(1, min(DELIVER_BYTES, host.max_message_bytes - _FRAME_ROOM))
+        whole = self.router.passes_whole(origin, target)
+        bodies: list[bytes] = []
+        size = 0
+        upto: Position | None = None
+        oldest: float | None = None
+        for entry in entries:
+            if entry.position.key <= cursor.sent_key:
+                continue
+            if entry.parts:
+                if upto is not None and not self._deliver(host, cursor, bodies, upto, oldest):
+                    return False
+                bodies, size, upto, oldest = [], 0, None, None
+                if not self._send_parts(host, origin, cursor, entry, budget):
+                    return False
+                continue
+            body = self._body(origin, target, entry, whole)
+            if body and len(body) > budget:
+                self._too_large(cursor, entry.position, len(body), host)
+                return False
+            if (
+                body
+                and bodies
+                and (size + len(body) > budget or len(bodies) >= self.config.batch_transactions)
+            ):
+                if not self._deliver(host, cursor, bodies, upto, oldest):
+                    return False
+                bodies, size, oldest = [], 0, None
+            if body:
+                bodies.append(body)
+                size += len(body)
+                oldest = entry.timestamp if oldest is None else oldest
+            upto = entry.position
+        if (
+            head is not None
+            and (upto is None or head.key > upto.key)
+            and head.key > cursor.sent_key
+        ):
+            upto = head
+        if upto is not None:
+            return self._deliver(host, cursor, bodies, upto, oldest)
+        return True
+
+    def _body(self, origin: str, target: str, entry: Entry, whole: bool) -> bytes:
+        if not entry.payload or whole:
+            return entry.payload
+        tx = entry.tx or Transaction.from_wire(unpack(entry.payload))
+        routed = self.router.for_target(origin, target, tx)
+        if routed is tx:
+            return entry.payload  # all of it, unchanged: forward the bytes
+        return pack(routed.to_wire()) if routed.changes else b""
+
+    def _deliver(
+        self,
+        host: Host,
+        cursor: Cursor,
+        bodies: list[bytes],
+        upto: Position | None,
+        oldest: float | None,
+    ) -> bool:
+        assert upto is not None
+        if len(cursor.inflight) >= self.config.window:
+            return False
+        header: dict[str, Any] = {
+            "origin": cursor.origin,
+            "seq": cursor.next_seq,
+            "upto": upto,
+            "after": cursor.sent_position,
+        }
+        if oldest is not None and 0 <= oldest <= frames.MAX_NUM:
+            header["ts"] = oldest
+        if not self.send(host.identity, frames.DELIVER, header, bodies):
+            return False
+        cursor.sent(upto.key)
+        cursor.sent_position = upto
+        self.metrics.delivered.labels(cursor.target, cursor.origin).inc(len(bodies))
+        return True
+
+    def _send_parts(
+        self, host: Host, origin: str, cursor: Cursor, entry: Entry, budget: int
+    ) -> bool:
+        """Send the parts of `entry` not sent yet, one per DELIVER, within the window."""
+        assert entry.begin_key is not None
+        whole = self.router.passes_whole(origin, host.name)
+        while cursor.parts_sent < entry.parts:
+            if len(cursor.inflight) >= self.config.window:
+                return False
+            number = cursor.parts_sent + 1
+            body = self.log.part(origin, entry.begin_key, number)
+            if not whole:
+                body = self._routed_part(origin, host.name, body)
+            if len(body) > budget:
+                self._too_large(cursor, entry.position, len(body), host)
+                return False
+            last = number == entry.parts
+            header = {
+                "origin": origin,
+                "seq": cursor.next_seq,
+                "upto": entry.position,
+                "after": cursor.sent_position,
+                "part": number,
+                "ts": entry.timestamp,
+            }
+            if not self.send(host.identity, frames.DELIVER, header, [body]):
+                return False
+            cursor.sent(entry.position.key, part=not last)
+            if last:
+                cursor.sent_position = entry.position
+            self.metrics.delivered.labels(cursor.target, origin).inc(1 if last else 0)
+        return True
+
+    def _routed_part(self, origin: str, target: str, body: bytes) -> bytes:
+        part = Part.from_wire(unpack(body))
+        probe = Transaction(part.end or part.begin, part.timestamp, part.changes)
+        routed = self.router.for_target(origin, target, probe)
+        if routed is probe:
+            return body
+        kept = Part(part.begin, part.number, part.last, routed.changes, part.end, part.timestamp)
+        return pack(kept.to_wire())
+
+    def _too_large(self, cursor: Cursor, position: Position, size: int, host: Host) -> None:
+        reason = (
+            f"transaction {position} needs a message of {size} bytes, over {host.name}'s "
+            f"max_message_bytes ({host.max_message_bytes})"
+        )
+        if cursor.last_error != reason:
+            log.error("target %s, origin %s: %s", host.name, cursor.origin, reason)
+        cursor.last_error, cursor.error_position = reason, position
+        cursor.error_at, cursor.retry_in = time.time(), None
+        cursor.blocked = (
+            reason + " — raise max_message_bytes in that client's config and restart it"
+        )
+
+    # -- what targets report -----------------------------------------------------------------
+    def applied(self, host: Host, header: dict[str, Any]) -> tuple[str, str]:
+        cursor = self.cursor(host.name, header["origin"])
+        if not self.repairs.applied(host.name, cursor, header):
+            cursor.acknowledge(header["seq"], header["upto"])
+        return host.name, cursor.origin
+
+    def failed(self, host: Host, header: dict[str, Any]) -> tuple[str, str]:
+        cursor = self.cursor(host.name, header["origin"])
+        if self.repairs.failed(host.name, cursor, header):
+            return host.name, cursor.origin
+        if cursor.last_error != header["error"]:
+            log.error(
+                "target %s cannot apply %s at %s: %s",
+                host.name,
+                cursor.origin,
+                header["position"],
+                header["error"],
+            )
+        cursor.last_error, cursor.error_position = header["error"], header["position"]
+        cursor.error_at, cursor.retry_in = time.time(), header["retry_in"]
+        if header.get("resend") is True:
+            cursor.rewind()  # it dropped what it had of a transaction in parts
+        return host.name, cursor.origin
+
+    def offline(self, host: Host) -> None:
+        for (target, _origin), cursor in self.cursors.items():
+            if target == host.name:
+                cursor.rewind()
+
+    # -- housekeeping --------------------------------------------------------------------------
+    def flush(self) -> None:
+        dirty = {k: c.applied for k, c in self.cursors.items() if c.dirty and c.applied}
+        if dirty:
+            self.log.save_cursors({k: p for k, p in dirty.items() if p is not None})
+            for key in dirty:
+                self.cursors[key].dirty = False
+
+    def compact(self) -> None:
+        for origin in self.origins.names:
+            cursors = [c for c in self.of_origin(origin) if not c.blocked]
+            if not cursors or any(c.repairs for c in cursors):
+                continue  # a repair will send its target back to its snapshot: keep the log
+            lowest = min(cursors, key=lambda c: c.applied_key)
+            if lowest.applied is None:
+                continue
+            dropped = self.log.compact(origin, lowest.applied)
+            if dropped:
+                log.debug("compacted %d transactions of %s", dropped, origin)

@@ -1,0 +1,322 @@
+"""The hub's side of capture: where each origin's capture starts, what it sends, and the
+operator's commands that move it.
+
+Where capture starts. The first time an origin says HELLO to a log (a new hub, or one whose
+data directory was lost), capture starts at the oldest checkpoint any of its targets has
+reported, so nothing those targets still need is lost; only when no target has reported one
+does it start where the origin says (`origin.start`). A target that reports later, with a
+checkpoint older than anything the log holds, makes capture restart from there
+(`restart_from`) if the origin's binlog still has it; otherwise that target is blocked with a
+"reseed needed" error (delivery.py). Capture never starts from "now" silently.
+
+What it sends. BATCH bodies are whole transactions or parts of large ones; each origin's
+batches of one turn of the loop are stored in one commit and acknowledged after it.
+
+Halts and skips. An origin whose capture stopped (HALTED: statement-based DML, a partial row
+image, …) is shown in `status` with its error until it moves on. `capture-skip` (an admin
+command) moves an origin's head past what it cannot capture, on purpose and recorded: to a
+given position, or to the origin's current position (which the origin reports in HELLO), and
+makes the origin reconnect to resume from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..codec import unpack
+from ..config import HubConfig
+from ..errors import ProtocolError
+from ..metrics import HubMetrics
+from ..model import Part, Transaction, body_from_wire
+from ..position import Position
+from ..transport import frames
+from .hosts import Host, Hosts
+from .log import Entry, HubLog, StagedPart
+
+log = logging.getLogger("binlogsync.hub")
+
+Send = Callable[[bytes, bytes, dict[str, Any], Sequence[bytes]], bool]
+
+
+@dataclass
+class Pending:
+    """One BATCH received this turn, stored with the others of its origin in one commit."""
+
+    identity: bytes
+    seq: int
+    items: list[Entry | StagedPart] = field(default_factory=list)
+
+
+@dataclass
+class SkipRequest:
+    origin: str
+    requester: bytes
+    id: str
+    to: Position | None  # None: the origin's current position, from its next HELLO
+    reason: str
+
+
+class Origins:
+    def __init__(
+        self,
+        config: HubConfig,
+        store: HubLog,
+        hosts: Hosts,
+        metrics: HubMetrics,
+        send: Send,
+        kick: Callable[[Host, str], None],
+    ) -> None:
+        self.config, self.log, self.hosts, self.metrics = config, store, hosts, metrics
+        self.send, self.kick = send, kick
+        self.names = sorted({r.origin for r in config.routes})
+        self.targets = {
+            n: sorted({t for r in config.routes if r.origin == n for t in r.targets})
+            for n in self.names
+        }
+        self.oldest: dict[str, Position | None] = {}  # what each origin's binlog still has
+        self.halted: dict[str, dict[str, Any]] = {}
+        self.skips: dict[str, SkipRequest] = {}
+        self._connecting: str | None = None  # the origin whose HELLO is being answered
+
+    @contextmanager
+    def connecting(self, name: str) -> Iterator[None]:
+        """While answering `name`'s HELLO: a restart needs no kick, the WELCOME carries it."""
+        self._connecting = name
+        try:
+            yield
+        finally:
+            self._connecting = None
+
+    # -- HELLO -------------------------------------------------------------------------------
+    def hello(
+        self, host: Host, header: dict[str, Any], reports: dict[str, Position | None]
+    ) -> Position | None:
+        """The origin role of a HELLO; returns where capture resumes (None: not yet known).
+
+        `reports`: the checkpoints this origin's targets reported (None: "nothing applied"); a
+        target that has not reported is absent."""
+        name = host.name
+        if name not in self.names:
+            raise ProtocolError(f"host {name!r} is not the origin of any route")
+        start, self.oldest[name] = header["start"], header["oldest"]
+        self._note_halt(name, header.get("halted"))
+        skip = self.skips.pop(name, None)
+        if skip is not None:
+            self._skip(name, skip, start)
+        if self.log.head(name) is None:
+            self._register(name, start, reports)
+        return self.log.head(name)
+
+    def _register(
+        self, name: str, start: Position | None, reports: dict[str, Position | None]
+    ) -> None:
+        oldest = self.oldest.get(name)
+        known = [p for p in reports.values() if p is not None]
+        needed = min(known) if known else None
+        if needed is not None and (oldest is None or needed.key >= oldest.key):
+            self.log.register(name, needed)
+            log.warning(
+                "origin %s: this hub log (epoch %s) is new; capture starts at %s, the oldest "
+                "checkpoint its targets reported, so they miss nothing",
+                name,
+                self.log.epoch,
+                needed,
+            )
+        elif start is not None:
+            self.log.register(name, start)
+            silent = sorted(set(self.targets.get(name, ())) - set(reports))
+            log.info("origin %s registered, capture starts at %s", name, start)
+            if silent:
+                log.warning(
+                    "origin %s: target(s) %s have not reported a checkpoint to this log yet; "
+                    "when they do, a checkpoint older than %s makes capture restart from it "
+                    "(or asks for a reseed if the binlog no longer has it)",
+                    name,
+                    ", ".join(silent),
+                    start,
+                )
+
+    def restart_from(self, name: str, position: Position, why: str) -> bool:
+        """Restart `name`'s capture at `position` (its log starts over) if its binlog still has
+        it; False when it does not or is not known yet."""
+        oldest = self.oldest.get(name)
+        if oldest is None or position.key < oldest.key:
+            return False
+        dropped = self.log.restart(name, position)
+        log.warning(
+            "origin %s: %s; capture restarts from %s (%d stored transactions dropped, they "
+            "are read again)",
+            name,
+            why,
+            position,
+            dropped,
+        )
+        host = self.hosts.get(name)
+        if host is not None and host.online and name != self._connecting:
+            self.kick(host, "capture restarts from an older position")
+        return True
+
+    # -- BATCH -------------------------------------------------------------------------------
+    def batch(self, host: Host, message: frames.Message, pending: dict[str, list[Pending]]) -> None:
+        header = message.header
+        if "origin" not in host.roles or header["origin"] != host.name:
+            raise ProtocolError(f"{host.name} may only send its own origin's transactions")
+        after = header["after"]
+        ahead = self._ahead(host.name, pending)
+        if after is not None and ahead is not None and after.key > ahead.key:
+            # Something between `ahead` and `after` never arrived: storing this would leave a
+            # hole. The origin reads again from what is stored.
+            self.kick(host, f"a batch continues from {after}, but the hub holds only up to {ahead}")
+            raise ProtocolError(
+                f"BATCH continues from {after}, but {host.name}'s log ends at {ahead}"
+            )
+        batch = Pending(host.identity, header["seq"])
+        limit = self.config.max_message_bytes
+        for body in message.bodies:
+            item = body_from_wire(unpack(body, limit))
+            if isinstance(item, Transaction):
+                batch.items.append(
+                    Entry(item.position, item.timestamp, body if item.changes else b"", item)
+                )
+            else:
+                batch.items.append(_staged(item, body))
+        pending.setdefault(host.name, []).append(batch)
+
+    def _ahead(self, name: str, pending: dict[str, list[Pending]]) -> Position | None:
+        """Where `name`'s log will end once this turn's batches are stored."""
+        head = self.log.head(name)
+        for batch in pending.get(name, ()):
+            for item in batch.items:
+                end = item.position if isinstance(item, Entry) else item.end
+                if end is not None and (head is None or end.key > head.key):
+                    head = end
+        return head
+
+    def store(self, name: str, pending: list[Pending]) -> Position | None:
+        """Store one origin's batches in one commit and acknowledge them; the new head."""
+        items = [i for p in pending for i in p.items]
+        try:
+            head, fresh = self.log.append(name, items)
+        except ValueError as exc:
+            log.warning("origin %s sent a part out of order (%s); it starts that over", name, exc)
+            host = self.hosts.get(name)
+            if host is not None and host.online:
+                self.kick(host, "a transaction's parts arrived out of order")
+            return self.log.head(name)
+        self.metrics.appended.labels(name).inc(fresh)
+        if head is None:
+            return None
+        if name in self.halted and fresh:
+            self.halted.pop(name, None)  # it moved on
+        for p in pending:
+            upto = head
+            for item in reversed(p.items):
+                end = item.position if isinstance(item, Entry) else item.end
+                if end is not None:
+                    upto = min(end, head)
+                    break
+            self.send(p.identity, frames.ACK, {"origin": name, "seq": p.seq, "upto": upto}, ())
+        return head
+
+    # -- halts and skips ---------------------------------------------------------------------
+    def halted_message(self, host: Host, header: dict[str, Any]) -> None:
+        if header["origin"] != host.name or "origin" not in host.roles:
+            raise ProtocolError(f"{host.name} may only report its own capture")
+        self._note_halt(host.name, header)
+
+    def _note_halt(self, name: str, info: Any) -> None:
+        if (
+            not isinstance(info, dict)
+            or not isinstance(info.get("error"), str)
+            or not info["error"]
+        ):
+            if self.halted.pop(name, None) is not None:
+                log.info("origin %s: capture runs again", name)
+            return
+        record = {
+            "error": info["error"][: frames.MAX_STRING],
+            "at": str(info.get("at") or "")[:300],
+            "position": _position(info.get("position")),
+            "end": _position(info.get("end")),
+            "since": self.halted.get(name, {}).get("since", time.time()),
+        }
+        if self.halted.get(name, {}).get("error") != record["error"]:
+            log.error("origin %s: capture stopped: %s", name, record["error"])
+        self.halted[name] = record
+
+    def skip_request(self, identity: bytes, header: dict[str, Any]) -> None:
+        name, to = header["origin"], header["to"]
+        if name not in self.names:
+            raise ProtocolError(f"{name!r} is not the origin of any route")
+        if not header["reason"].strip():
+            raise ProtocolError("a capture skip needs a reason")
+        head = self.log.head(name)
+        if to is not None and head is not None and to.key <= head.key:
+            raise ProtocolError(
+                f"{to} is not above {name}'s head {head}; capture already passed it",
+                "give a position after the one `binlogsync status` shows",
+            )
+        self.skips[name] = SkipRequest(name, identity, header["id"], to, header["reason"])
+        host = self.hosts.get(name)
+        log.warning(
+            "capture-skip %s requested for %s to %s: %s",
+            header["id"],
+            name,
+            to or "its current position",
+            header["reason"],
+        )
+        if host is not None and host.online:
+            self.kick(host, "capture-skip requested")  # it says HELLO, with its position
+
+    def _skip(self, name: str, skip: SkipRequest, start: Position | None) -> None:
+        to = skip.to or start
+        if to is None:
+            self._answer_skip(skip, None, None, "the origin could not tell its current position")
+            return
+        head = self.log.head(name)
+        if head is not None and to.key <= head.key:
+            self._answer_skip(skip, None, None, f"{to} is not above the head {head}")
+            return
+        before = self.log.move_head(name, to, skip.reason)
+        self.halted.pop(name, None)
+        log.warning(
+            "origin %s: capture moved from %s to %s on purpose (capture-skip %s: %s); the "
+            "binlog between them is not replicated",
+            name,
+            before,
+            to,
+            skip.id,
+            skip.reason,
+        )
+        self._answer_skip(skip, before, to, "")
+
+    def _answer_skip(
+        self, skip: SkipRequest, before: Position | None, to: Position | None, error: str
+    ) -> None:
+        if error:
+            self.send(
+                skip.requester,
+                frames.ERROR,
+                {"code": "skip-failed", "message": f"capture-skip {skip.id}: {error}"},
+                (),
+            )
+            return
+        assert to is not None
+        header = {"id": skip.id, "origin": skip.origin, "skipped_from": before, "to": to}
+        self.send(skip.requester, frames.SKIPPED, header, ())
+
+
+def _staged(part: Part, body: bytes) -> StagedPart:
+    return StagedPart(part.begin.key, part.number, body, part.end, part.timestamp)
+
+
+def _position(value: Any) -> dict[str, Any] | None:
+    try:
+        return Position.from_json(value).to_json() if value is not None else None
+    except ProtocolError:
+        return None

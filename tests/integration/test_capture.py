@@ -685,8 +685,8 @@ def test_parse_statement_without_default_schema() -> None:
 
 
 def _query(sql: str, log_pos: int, schema: bytes = b"d") -> Any:
-    packet = type("Packet", (), {"log_pos": log_pos})()
-    fields = {"schema": schema, "query": sql, "packet": packet, "timestamp": 7, "event_size": 20}
+    packet = type("Packet", (), {"log_pos": log_pos, "event_size": 20})()
+    fields = {"schema": schema, "query": sql, "packet": packet, "timestamp": 7, "event_size": 1}
     return type("Query", (), fields)()
 
 

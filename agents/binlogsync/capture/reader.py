@@ -8,6 +8,8 @@ values.py, tablemap.py and ddl.py help it. Everything it yields is our own `Tran
     Query BEGIN ............... starts a group (MySQL, or a server without GTIDs)
     Table_map + Rows events ... one Change per Rows event (all its rows), if the table is routed
     Query TRUNCATE / DDL ...... Change("truncate") / Change("ddl"), if the table is routed
+    Query DML, Execute_load ... statement-based DML: halts the group if it may touch a routed
+                                table (see below), else logged and ignored
     XID event / Query COMMIT .. ends the group: yield Transaction(position after this event)
     Query ROLLBACK ............ discards the group (rolled-back work never leaves the origin)
 
@@ -21,7 +23,8 @@ read, as numbered `Part`s sharing the group's begin position; the last part carr
 Memory stays bounded whatever the transaction's size.
 
 Capture never skips what it cannot capture faithfully. Statement-based DML that may touch a
-routed table (binlog_format changed at run time), a partial row image (binlog_row_image
+routed table (binlog_format changed at run time; LOAD DATA comes as an Execute_load_query
+event, whose text this module reads itself), a partial row image (binlog_row_image
 MINIMAL or NOBLOB), a partial JSON update (MySQL) or a table without column names in the
 binlog (binlog_row_metadata) stop it with `CaptureHalted`, raised once the offending group has
 been read to its end, so the error can say where that transaction ends.
@@ -43,6 +46,7 @@ from typing import Any
 import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import (
+    ExecuteLoadQueryEvent,
     FormatDescriptionEvent,
     GtidEvent,
     HeartbeatLogEvent,
@@ -77,6 +81,8 @@ PART_BYTES = 8 * 1024 * 1024
 _MARIADB_FL_STANDALONE = 0x01
 _CACHE_LIMIT = 4096
 _ROW_EVENTS = (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)
+_ROW_FORMAT_FIX = "SET GLOBAL binlog_format=ROW on the origin (and in my.cnf)"
+_LOAD_QUERY_POST_HEADER = 26  # a Query event's 13 bytes, then file id, offsets, dup handling
 
 
 @dataclass
@@ -181,6 +187,9 @@ class BinlogReader:
                     if group is not None:
                         yield self._finish(group, event)
                     group = None
+                elif isinstance(event, ExecuteLoadQueryEvent):  # statement-based LOAD DATA
+                    group = group or self._new_group(event)
+                    self._on_load_data(event, group)
                 elif isinstance(event, QueryEvent):
                     group, done = self._on_query(event, group)
                     if done is not None:
@@ -204,11 +213,11 @@ class BinlogReader:
 
     # -- groups ----------------------------------------------------------------------------
     def _new_group(self, event: Any, gtid: str | None = None, needs_commit: bool = True) -> _Group:
-        begin = Position(self._file, max(4, event.packet.log_pos - event.event_size), gtid)
+        begin = Position(self._file, max(4, _start_of(event)), gtid)
         return _Group(begin, gtid, needs_commit)
 
     def _where(self, event: Any) -> str:
-        return f"{self._file}:{event.packet.log_pos - event.event_size}"
+        return f"{self._file}:{_start_of(event)}"
 
     def _halt(self, group: _Group, event: Any, message: str, fix: str) -> None:
         """Remember the first reason this group cannot be captured; it is raised at its end."""
@@ -244,7 +253,9 @@ class BinlogReader:
                     position,
                     group.parts,
                 )
-            return Part(group.begin, group.parts + 1, True, changes, position, event.timestamp)
+            return Part(
+                group.begin, group.parts + 1, True, changes, position, float(event.timestamp)
+            )
         return Transaction(position, float(event.timestamp), changes)
 
     def _cut(self, group: _Group) -> Part | None:
@@ -298,7 +309,7 @@ class BinlogReader:
                 change = Change("delete", schema, table, shape.columns, image)
         group.changes.append(change)
         group.rows += change.row_count
-        group.size += event.event_size
+        group.size += event.packet.event_size
         return self._cut(group)
 
     def _on_query(
@@ -322,28 +333,46 @@ class BinlogReader:
             return group, None  # ROLLBACK TO SAVEPOINT, XA END/PREPARE
         if group is None:
             group = self._new_group(event, needs_commit=False)
-        if statement.kind == "dml" and not group.own:
-            touched = sorted(n for n in names_in(sql, schema) if self.tables.matches(*n))
-            if touched:
-                self._halt(
-                    group,
-                    event,
-                    "statement-based DML that may change routed table(s) "
-                    f"{', '.join(f'{s}.{t}' for s, t in touched[:5])}: {sql[:200]!r}; its "
-                    "rows are not in the binlog (binlog_format is not ROW)",
-                    "SET GLOBAL binlog_format=ROW on the origin (and in my.cnf)",
-                )
-            else:
-                log.warning(
-                    "statement-based DML at %s touches no routed table; ignored: %.200s",
-                    self._where(event),
-                    sql,
-                )
+        if statement.kind == "dml":
+            self._on_statement_dml(event, group, schema, sql)
         elif statement.kind in ("truncate", "ddl") and not group.own and group.halt is None:
             group.changes.extend(self._ddl_changes(statement, sql))
         if group.needs_commit:
             return group, None
         return None, self._finish(group, event)
+
+    def _on_statement_dml(self, event: Any, group: _Group, schema: str, sql: str) -> None:
+        if group.own:
+            return
+        touched = sorted(n for n in names_in(sql, schema) if self.tables.matches(*n))
+        if touched:
+            self._halt(
+                group,
+                event,
+                "statement-based DML that may change routed table(s) "
+                f"{', '.join(f'{s}.{t}' for s, t in touched[:5])}: {sql[:200]!r}; its "
+                "rows are not in the binlog (binlog_format is not ROW)",
+                _ROW_FORMAT_FIX,
+            )
+        else:
+            log.warning(
+                "statement-based DML at %s touches no routed table; ignored: %.200s",
+                self._where(event),
+                sql,
+            )
+
+    def _on_load_data(self, event: Any, group: _Group) -> None:
+        statement = _load_data_statement(event)
+        if statement is not None:
+            self._on_statement_dml(event, group, *statement)
+        elif not group.own:
+            self._halt(
+                group,
+                event,
+                "statement-based LOAD DATA whose table could not be read from the binlog; "
+                "its rows are not in the binlog (binlog_format is not ROW)",
+                _ROW_FORMAT_FIX,
+            )
 
     def _ddl_changes(self, statement: Statement, sql: str) -> list[Change]:
         if statement.kind == "truncate":
@@ -403,6 +432,7 @@ class BinlogReader:
                 MariadbGtidEvent,
                 GtidEvent,
                 QueryEvent,
+                ExecuteLoadQueryEvent,
                 XidEvent,
                 RotateEvent,
                 FormatDescriptionEvent,
@@ -419,6 +449,36 @@ class BinlogReader:
         self.table_maps.attach(self._stream)
         self._file = self.start.file
         return self._stream
+
+
+def _load_data_statement(event: Any) -> tuple[str, str] | None:
+    """The default schema and text of an Execute_load_query event, or None if unreadable.
+
+    The library reads only its post-header; the rest is laid out as in a Query event: status
+    variables, the schema and a NUL, then the statement up to the end of the event. A longer
+    post-header is skipped by the library's own (private) `_advance_to_payload`; should that
+    be gone or the text not look like LOAD, None makes the caller halt rather than guess.
+    """
+    try:
+        header = event._advance_to_payload(_LOAD_QUERY_POST_HEADER)
+        event.packet.advance(event.status_vars_length)
+        schema = event.packet.read(event.schema_length).decode("utf-8", "replace")
+        event.packet.advance(1)
+        length = event.event_size - header - event.status_vars_length - event.schema_length - 1
+        sql = event.packet.read(length).decode("utf-8", "replace") if length > 0 else ""
+    except Exception:  # noqa: BLE001 - unreadable: the caller halts instead of guessing
+        log.debug("cannot read an Execute_load_query event", exc_info=True)
+        return None
+    if "LOAD" not in sql.upper():  # LOAD DATA or LOAD XML
+        return None
+    return schema, sql
+
+
+def _start_of(event: Any) -> int:
+    """Where an event starts in its binlog file. The header's log_pos is where it ends, and
+    the packet's event_size is the whole event's; the event's own `event_size` leaves out the
+    19-byte header and the checksum, so it must not be used for offsets."""
+    return int(event.packet.log_pos - event.packet.event_size)
 
 
 def _partial_image(event: Any) -> bool:

@@ -47,10 +47,13 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from .transport.curve import make_keys
+    from .transport.curve import make_keys, refuse_existing
 
+    if not args.force:  # check every name first, so a refusal writes nothing at all
+        for name in args.name:
+            refuse_existing(args.dir, name)
     for name in args.name:
-        public, secret = make_keys(args.dir, name)
+        public, secret = make_keys(args.dir, name, force=args.force)
         print(f"{name}: public {public}  secret {secret}")
     return 0
 
@@ -141,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("keys", help="make CURVE key pairs")
     s.add_argument("--dir", required=True)
     s.add_argument("--name", action="append", required=True, help="repeat for several hosts")
+    s.add_argument("--force", action="store_true", help="replace existing key pairs")
     s.set_defaults(func=cmd_keys)
 
     s = sub.add_parser("status", help="hosts, backlogs, positions and errors, from the hub")

@@ -14,10 +14,31 @@ import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 
-def make_keys(directory: str | os.PathLike[str], name: str) -> tuple[Path, Path]:
+def refuse_existing(directory: str | os.PathLike[str], name: str) -> None:
+    """Raise UsageError when a key file of `name` exists in `directory`.
+
+    A new pair replaces the public key every peer trusts, so overwriting one silently locks
+    every client (or the hub) out until the new public key is copied everywhere.
+    """
+    folder = Path(directory)
+    existing = [f for f in (folder / f"{name}.key", folder / f"{name}.key_secret") if f.exists()]
+    if existing:
+        raise UsageError(
+            f"key file(s) already exist: {', '.join(str(f) for f in existing)}",
+            "keep them, or pass --force to replace them (then copy the new public key "
+            "to every peer that trusts the old one)",
+        )
+
+
+def make_keys(
+    directory: str | os.PathLike[str], name: str, force: bool = False
+) -> tuple[Path, Path]:
+    """Write `NAME.key` and `NAME.key_secret` (0600); refuses to replace a pair unless `force`."""
+    if not force:
+        refuse_existing(directory, name)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     public, secret = zmq.auth.create_certificates(str(folder), name)

@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except BinlogsyncError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

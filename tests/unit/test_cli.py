@@ -34,3 +34,29 @@ def test_make_keys_refuses_when_only_one_half_exists(tmp_path: Path) -> None:
         make_keys(tmp_path, "db")
     public, secret = make_keys(tmp_path, "db", force=True)
     assert public.exists() and secret.exists()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_runtime_failure_exits_1_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Nobody listens: UnreachableError is a failure at run time (1), not bad input (2).
+    config = tmp_path / "hub.toml"
+    config.write_text(f'[hub]\nbind = "tcp://127.0.0.1:{_free_port()}"\n')
+    assert main(["status", "--config", str(config), "--timeout", "0.2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: the hub at tcp://127.0.0.1:") and " — " in err
+    assert err.count("\n") == 1
+
+
+def test_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["status", "--config", str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "missing.toml" in err

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ from binlogsync.errors import UsageError
 from binlogsync.transport.curve import make_keys
 
 pytestmark = pytest.mark.unit
+AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code, not an install
 
 
 def test_keys_refuses_to_overwrite_an_existing_pair(
@@ -60,3 +64,21 @@ def test_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["status", "--config", str(tmp_path / "missing.toml")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "missing.toml" in err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
+    # `binlogsync … | head -1`: more output than a pipe holds, and the reader leaves after one
+    # line, so the command's writes fail with EPIPE while it is still printing.
+    names = [arg for i in range(800) for arg in ("--name", f"host{i:04}")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "binlogsync.cli", "keys", "--dir", str(tmp_path), *names],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": AGENTS},
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().startswith(b"host0000: public ")
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()

@@ -128,57 +128,105 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="binlogsync", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"binlogsync {__version__}")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sub = p.add_subparsers(dest="command", required=True)
+LOG_LEVELS = ["debug", "info", "warning", "error"]
 
-    s = sub.add_parser("server", help="run the hub (server agent)")
-    s.add_argument("--config", required=True)
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" where a default means something. Unlike
+    ArgumentDefaultsHelpFormatter it stays quiet for required options, flags and None."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "%(default)" in text
+            or "(default" in text
+            or not action.option_strings
+            or action.required
+            or action.default in (None, False, [], argparse.SUPPRESS)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _log_level(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--log-level",
+        default=default,
+        choices=LOG_LEVELS,
+        help="how much the command logs on stderr (default: info)",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="binlogsync", description=__doc__.splitlines()[0], formatter_class=_HelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"binlogsync {__version__}")
+    _log_level(p, "info")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+        # Also accepted after the command. SUPPRESS keeps the value given before it (or the
+        # default) when the option is not repeated here.
+        _log_level(s, argparse.SUPPRESS)
+        return s
+
+    s = command("server", "run the hub (server agent)")
+    s.add_argument("--config", required=True, help="the hub's TOML config (docs/config.md)")
     s.set_defaults(func=cmd_server)
 
-    s = sub.add_parser("client", help="run a client agent (origin and/or target)")
-    s.add_argument("--config", required=True)
+    s = command("client", "run a client agent (origin and/or target)")
+    s.add_argument("--config", required=True, help="the client's TOML config (docs/config.md)")
     s.set_defaults(func=cmd_client)
 
-    s = sub.add_parser("keys", help="make CURVE key pairs")
-    s.add_argument("--dir", required=True)
-    s.add_argument("--name", action="append", required=True, help="repeat for several hosts")
-    s.add_argument("--force", action="store_true", help="replace existing key pairs")
+    s = command("keys", "make CURVE key pairs: NAME.key (public) and NAME.key_secret")
+    s.add_argument("--dir", required=True, help="folder for the key files (made if missing)")
+    s.add_argument("--name", action="append", required=True, help="host name; repeat for several")
+    s.add_argument(
+        "--force", action="store_true", help="replace existing key pairs (peers must be updated)"
+    )
     s.set_defaults(func=cmd_keys)
 
-    s = sub.add_parser("status", help="hosts, backlogs, positions and errors, from the hub")
-    s.add_argument("--config", required=True, help="the hub's or any client's config")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--timeout", type=float, default=5.0)
+    s = command("status", "hosts, backlogs, positions and errors, from the hub")
+    s.add_argument("--config", required=True, help="the hub's, any client's or an [admin] config")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_status)
 
-    s = sub.add_parser("skip", help="move a target past a transaction that cannot be applied")
+    s = command("skip", "move a target past a transaction that cannot be applied")
     s.add_argument("--config", required=True, help="the target agent's config")
-    s.add_argument("--origin", required=True)
+    s.add_argument(
+        "--origin", required=True, help="host name of the origin the transaction is from"
+    )
     s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
-    s.add_argument("--reason", required=True)
+    s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
 
-    s = sub.add_parser("sandbox", help="throwaway MariaDB servers on loopback")
-    s.add_argument("action", choices=["start", "stop", "status"])
-    s.add_argument("--dir", required=True)
-    s.add_argument("--targets", type=int, default=1)
+    s = command("sandbox", "throwaway MariaDB servers on loopback")
+    s.add_argument(
+        "action", choices=["start", "stop", "status"], help="start, stop or list the servers"
+    )
+    s.add_argument("--dir", required=True, help="the sandbox's folder (datadirs, sandbox.json)")
+    s.add_argument("--targets", type=int, default=1, help="target servers to start")
     s.add_argument("--replica", action="store_true", help="also a native replica of the origin")
     s.set_defaults(func=cmd_sandbox)
 
-    s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["paper"])
-    s.add_argument("--json", action="store_true")
+    s = command("bench", "benchmarks")
+    s.add_argument("which", choices=["paper"], help="paper: the paper's Table 1")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
-    s.add_argument("--rows", default="100,200,400,600,1000")
-    s.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
+    s.add_argument(
+        "--rows", default="100,200,400,600,1000", help="statement counts, comma-separated"
+    )
+    s.add_argument(
+        "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"
+    )
     s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser(
+    s = command(
         "reconcile",
-        help="find every differing row between a source and targets (Spark); "
+        "find every differing row between a source and targets (Spark); "
         "exit 0 equal, 1 different, 2 error",
     )
     from .reconcile.options import add_arguments as reconcile_arguments  # argparse only
@@ -186,9 +234,9 @@ def parser() -> argparse.ArgumentParser:
     reconcile_arguments(s)
     s.set_defaults(func=cmd_reconcile)
 
-    s = sub.add_parser("demo", help="the live demo on throwaway servers")
-    s.add_argument("--dir", default=None)
-    s.add_argument("--rows", type=int, default=3000)
+    s = command("demo", "the live demo on throwaway servers")
+    s.add_argument("--dir", default=None, help="folder for servers, configs and logs")
+    s.add_argument("--rows", type=int, default=3000, help="INSERT statements of the workload")
     s.set_defaults(func=cmd_demo)
     return p
 

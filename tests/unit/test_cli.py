@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.cli import main
+from binlogsync.cli import main, parser
 from binlogsync.errors import UsageError
 from binlogsync.transport.curve import make_keys
 
@@ -82,3 +83,46 @@ def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+
+
+def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in p._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    raise AssertionError("no subcommands")
+
+
+def test_every_option_of_every_command_is_described() -> None:
+    top = parser()
+    commands = _subparsers(top)
+    assert {"server", "client", "keys", "status", "skip", "sandbox", "demo"} <= set(commands)
+    missing = [
+        f"{name} {action.option_strings or action.dest}"
+        for name, p in [("binlogsync", top), *commands.items()]
+        for action in p._actions
+        if not isinstance(action, argparse._SubParsersAction) and not (action.help or "").strip()
+    ]
+    assert not missing, f"options without help: {missing}"
+
+
+def test_help_shows_defaults() -> None:
+    commands = _subparsers(parser())
+    status = commands["status"].format_help()
+    assert "(default: 5.0)" in status and "(default: info)" in status
+    assert "(default: 1)" in commands["sandbox"].format_help()
+    assert "default: None" not in status  # required options and flags show no default
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--log-level", "debug", "status", "--config", "x"],
+        ["status", "--config", "x", "--log-level", "debug"],
+    ],
+)
+def test_log_level_before_or_after_the_command(argv: list[str]) -> None:
+    assert parser().parse_args(argv).log_level == "debug"
+
+
+def test_log_level_defaults_to_info() -> None:
+    assert parser().parse_args(["status", "--config", "x"]).log_level == "info"

@@ -2,16 +2,19 @@
 
 Secrets never live in the TOML: a password or key comes from a file (`*_file`) or an
 environment variable (`*_env`). `load_hub` and `load_client` check every key at start-up and
-raise ConfigError naming the key and what was expected; unknown keys are errors too, so a typo
-cannot silently fall back to a default. The environment is read only here, passed in as a
+raise ConfigError naming the key and what was expected; unknown keys and tables are errors too,
+so a typo cannot silently fall back to a default. Each section declares its keys up front (the
+`_*_KEYS` tuples below): a typo is then reported, with the nearest known key as a suggestion,
+before anything else, even when the misspelt key is a required one that now looks missing. The environment is read only here, passed in as a
 mapping, never by library modules themselves. docs/config.md documents every key.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,18 +24,62 @@ from .tables import TableFilter
 
 _MISSING = object()
 
+# The keys each table may hold. "password" is listed so that it is refused with the reason
+# (secrets never go in the TOML) rather than reported as unknown.
+_HUB_KEYS = (
+    "name",
+    "bind",
+    "data_dir",
+    "window",
+    "batch_transactions",
+    "heartbeat_interval",
+    "heartbeat_liveness",
+    "max_message_bytes",
+    "compact_interval",
+)
+_ROUTE_KEYS = ("origin", "targets", "tables", "rename")
+_CLIENT_KEYS = ("name", "hub", "heartbeat_interval", "heartbeat_liveness", "max_message_bytes")
+_DATABASE_KEYS = ("host", "port", "user", "password", "password_file", "password_env")
+_ORIGIN_KEYS = (*_DATABASE_KEYS, "server_id", "tables", "start", "batch_transactions")
+_TARGET_KEYS = (*_DATABASE_KEYS, "group_transactions", "retry_initial", "retry_max")
+_HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir")
+_CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
+_METRICS_KEYS = ("host", "port")
+_HUB_TABLES = ("hub", "route", "security", "metrics")
+_CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
+
+
+def _suggest(names: Iterable[str], known: Iterable[str]) -> str:
+    """'sever_id (did you mean server_id?), zzz' for unknown names."""
+    choices = sorted(known)
+    out = []
+    for name in names:
+        close = difflib.get_close_matches(name, choices, n=1)
+        out.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return ", ".join(out)
+
 
 class _Section:
-    """Typed access to one TOML table that remembers which keys were read."""
+    """Typed access to one TOML table whose keys are declared up front.
 
-    def __init__(self, name: str, data: Any, base: Path) -> None:
+    Unknown keys are refused when the section is made, before any value is read: a misspelt
+    required key would otherwise be reported as missing, hiding the typo.
+    """
+
+    def __init__(self, name: str, data: Any, base: Path, keys: Iterable[str]) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"[{name}] must be a table", f"write it as [{name}] with keys below")
         self.name, self.data, self.base = name, data, base
-        self.read: set[str] = set()
+        self.keys = frozenset(keys)
+        unknown = sorted(set(data) - self.keys)
+        if unknown:
+            raise ConfigError(
+                f"[{name}] has unknown key(s): {_suggest(unknown, self.keys)}",
+                "check the spelling against docs/config.md",
+            )
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
-        self.read.add(key)
+        assert key in self.keys, f"{key} is not declared for [{self.name}]"  # a bug, not a typo
         if key not in self.data:
             if default is _MISSING:
                 raise ConfigError(f"{self.name}.{key} is missing", f"set {key} in [{self.name}]")
@@ -98,14 +145,6 @@ class _Section:
         if required:
             raise ConfigError(f"{self.name}: set {key}_file or {key}_env")
         return ""
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.read)
-        if unknown:
-            raise ConfigError(
-                f"[{self.name}] has unknown key(s): {', '.join(unknown)}",
-                "check the spelling against docs/config.md",
-            )
 
 
 @dataclass(frozen=True)
@@ -210,8 +249,8 @@ def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
 
 
-def _name(section: _Section, key: str = "name") -> str:
-    value = section.get(key, str)
+def _name(section: _Section, key: str = "name", default: Any = _MISSING) -> str:
+    value = section.get(key, str, default)
     if not value or not all(ch.isalnum() or ch in "-_." for ch in value):
         raise ConfigError(
             f"{section.name}.{key} must be letters, digits, '-', '_' or '.', got {value!r}"
@@ -232,12 +271,13 @@ def _endpoint(section: _Section, key: str, default: Any = _MISSING) -> str:
 def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
     if "security" not in data:
         return Security()
-    s = _Section("security", data["security"], base)
+    s = _Section(
+        "security", data["security"], base, _HUB_SECURITY_KEYS if hub else _CLIENT_SECURITY_KEYS
+    )
     secret = s.path("secret_key_file", None)
     public = s.path("public_key_file", None)
     peer = None if hub else s.path("hub_public_key_file", None)
     authorized = s.path("authorized_keys_dir", None) if hub else None
-    s.done()
     security = Security(secret, public, peer, authorized)
     needed = ("authorized_keys_dir",) if hub else ("hub_public_key_file",)
     if secret is not None:
@@ -258,10 +298,8 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
 def _metrics(data: dict[str, Any], base: Path) -> Metrics:
     if "metrics" not in data:
         return Metrics()
-    s = _Section("metrics", data["metrics"], base)
-    metrics = Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
-    s.done()
-    return metrics
+    s = _Section("metrics", data["metrics"], base, _METRICS_KEYS)
+    return Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
 
 
 def _database(s: _Section, env: Mapping[str, str]) -> DatabaseSettings:
@@ -279,7 +317,7 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
         raise ConfigError("route must be an array of tables: write each as [[route]]")
     routes = []
     for i, item in enumerate(items):
-        s = _Section(f"route[{i}]", item, base)
+        s = _Section(f"route[{i}]", item, base, _ROUTE_KEYS)
         origin = _name(s, "origin")
         targets = s.get("targets", list)
         if not targets or not all(isinstance(t, str) and t for t in targets):
@@ -290,17 +328,17 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in rename.items()):
             raise ConfigError(f"route[{i}].rename must map schema names to schema names")
         routes.append(Route(origin, tuple(targets), s.tables("tables"), dict(rename)))
-        s.done()
     return tuple(routes)
 
 
 def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> HubConfig:
     data, base = _read_toml(path)
-    s = _Section("hub", data.get("hub"), base) if "hub" in data else None
-    if s is None:
+    _no_unknown_tables(data, _HUB_TABLES)
+    if "hub" not in data:
         raise ConfigError("the hub config has no [hub] table", "see docs/config.md")
-    config = HubConfig(
-        name=_name(s) if "name" in s.data else "hub",
+    s = _Section("hub", data["hub"], base, _HUB_KEYS)
+    return HubConfig(
+        name=_name(s, default="hub"),
         bind=_endpoint(s, "bind"),
         data_dir=s.path("data_dir", None) or base,
         routes=_routes(data, base),
@@ -313,20 +351,18 @@ def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None)
         max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
         compact_interval=s.positive("compact_interval", float, 5.0),
     )
-    s.done()
-    _no_unknown_tables(data, {"hub", "route", "security", "metrics"})
-    return config
 
 
 def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> ClientConfig:
     env = os.environ if env is None else env
     data, base = _read_toml(path)
+    _no_unknown_tables(data, _CLIENT_TABLES)
     if "client" not in data:
         raise ConfigError("the client config has no [client] table", "see docs/config.md")
-    s = _Section("client", data["client"], base)
+    s = _Section("client", data["client"], base, _CLIENT_KEYS)
     origin = target = None
     if "origin" in data:
-        o = _Section("origin", data["origin"], base)
+        o = _Section("origin", data["origin"], base, _ORIGIN_KEYS)
         start = o.get("start", str, "current")
         if start not in ("current", "earliest"):
             raise ConfigError(f"origin.start must be 'current' or 'earliest', got {start!r}")
@@ -337,22 +373,20 @@ def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
             start=start,
             batch_transactions=o.positive("batch_transactions", int, 500),
         )
-        o.done()
     if "target" in data:
-        t = _Section("target", data["target"], base)
+        t = _Section("target", data["target"], base, _TARGET_KEYS)
         target = TargetConfig(
             database=_database(t, env),
             group_transactions=t.positive("group_transactions", int, 2000),
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
         )
-        t.done()
     if origin is None and target is None:
         raise ConfigError(
             "the client has neither [origin] nor [target]",
             "add [origin] to capture from a database, [target] to apply to one, or both",
         )
-    config = ClientConfig(
+    return ClientConfig(
         name=_name(s),
         hub=_endpoint(s, "hub"),
         origin=origin,
@@ -363,15 +397,14 @@ def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
         heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
         max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
     )
-    s.done()
-    _no_unknown_tables(data, {"client", "origin", "target", "security", "metrics"})
-    return config
 
 
-def _no_unknown_tables(data: dict[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(data) - known)
+def _no_unknown_tables(data: dict[str, Any], known: Iterable[str]) -> None:
+    """Checked first: a misspelt table would otherwise surface as a confusing later error
+    ("neither [origin] nor [target]")."""
+    unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(
-            f"unknown table(s) in config: {', '.join(unknown)}",
+            f"unknown table(s) in config: {_suggest(unknown, known)}",
             f"allowed here: {', '.join(sorted(known))}",
         )

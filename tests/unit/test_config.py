@@ -93,3 +93,52 @@ def test_hub_config_errors(tmp_path: Path) -> None:
         load_hub(path)
     with pytest.raises(ConfigError, match="does not exist"):
         load_hub(tmp_path / "nothing.toml")
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        # The typo of a required key is named before the key is reported missing.
+        (
+            "[origin]\nsever_id = 5\n",
+            "[origin] has unknown key(s): sever_id (did you mean server_id?)",
+        ),
+        ("[origin]\nserver_id = 5\nbatch_transaction = 9\n", "did you mean batch_transactions?"),
+        ("[target]\ngroup_transaction = 9\n", "did you mean group_transactions?"),
+        (
+            "[target]\n[metrics]\nprot = 9\n",
+            "[metrics] has unknown key(s): prot (did you mean port?)",
+        ),
+        ("[target]\n[security]\nsecret_key = 'x'\n", "did you mean secret_key_file?"),
+        ("[origin]\nserver_id = 5\nzzz = 1\n", "unknown key(s): zzz —"),  # no close match
+        # An unknown table comes before "neither [origin] nor [target]".
+        ("[orgin]\nserver_id = 5\n", "unknown table(s) in config: orgin (did you mean origin?)"),
+        ("[target]\n[securty]\n", "securty (did you mean security?)"),
+    ],
+)
+def test_typos_are_named_with_a_suggestion(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_client(_client(tmp_path, body), env={})
+    assert expected in str(error.value)
+
+
+def test_client_key_typo_is_suggested_even_for_an_absent_optional_key(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[client]\nname = "a"\nhub = "tcp://h:1"\nheartbeat_intervall = 2\n[target]\n')
+    with pytest.raises(ConfigError, match=r"did you mean heartbeat_interval\?"):
+        load_client(path, env={})
+
+
+def test_hub_typos_are_named_with_a_suggestion(tmp_path: Path) -> None:
+    path = tmp_path / "h.toml"
+    path.write_text('[hub]\nnmae = "h"\nbind = "tcp://127.0.0.1:1"\n')
+    with pytest.raises(
+        ConfigError, match=r"\[hub\] has unknown key\(s\): nmae \(did you mean name\?\)"
+    ):
+        load_hub(path)
+    path.write_text('[hub]\nbind = "tcp://127.0.0.1:1"\n[[rout]]\norigin = "a"\n')
+    with pytest.raises(ConfigError, match=r"rout \(did you mean route\?\)"):
+        load_hub(path)
+    path.write_text('[hub]\nbind = "tcp://127.0.0.1:1"\n[[route]]\norigin = "a"\ntarget = ["b"]\n')
+    with pytest.raises(ConfigError, match=r"target \(did you mean targets\?\)"):
+        load_hub(path)

@@ -21,6 +21,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .tables import TableFilter
+from .transport import curve
 
 _MISSING = object()
 
@@ -286,13 +287,42 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
                 raise ConfigError(
                     f"security.{key} is missing (CURVE is on: secret_key_file is set)"
                 )
-        for key in ("secret_key_file", *needed):
-            if not Path(getattr(security, key)).exists():
-                raise ConfigError(
-                    f"security.{key}: {getattr(security, key)} does not exist",
-                    "make keys with: binlogsync keys --dir DIR --name NAME",
-                )
+        _key_file("secret_key_file", secret, secret=True)
+    if public is not None:
+        _key_file("public_key_file", public, secret=False)
+    if peer is not None:
+        _key_file("hub_public_key_file", peer, secret=False)
+    if authorized is not None:
+        _keys_dir("authorized_keys_dir", authorized)
     return security
+
+
+def _key_file(key: str, file: Path, secret: bool) -> None:
+    problem = curve.key_file_problem(file, secret)
+    if problem is None:
+        return
+    if secret and problem.endswith("only a public key"):
+        fix = f"point {key} at the NAME.key_secret file, not NAME.key"
+    else:
+        fix = "make keys with: binlogsync keys --dir DIR --name NAME"
+    raise ConfigError(f"security.{key}: {problem}", fix)
+
+
+def _keys_dir(key: str, folder: Path) -> None:
+    """A folder of public `NAME.key` files, each of which must be readable."""
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"security.{key}: {folder} {state}",
+            "make the folder and copy the peers' public NAME.key files into it",
+        )
+    for file in sorted(folder.glob("*.key")):
+        problem = curve.key_file_problem(file, secret=False)
+        if problem is not None:
+            raise ConfigError(
+                f"security.{key}: {problem}",
+                "replace it with the peer's NAME.key made by `binlogsync keys`, or remove it",
+            )
 
 
 def _metrics(data: dict[str, Any], base: Path) -> Metrics:

@@ -142,3 +142,55 @@ def test_hub_typos_are_named_with_a_suggestion(tmp_path: Path) -> None:
     path.write_text('[hub]\nbind = "tcp://127.0.0.1:1"\n[[route]]\norigin = "a"\ntarget = ["b"]\n')
     with pytest.raises(ConfigError, match=r"target \(did you mean targets\?\)"):
         load_hub(path)
+
+
+def _secured_client(tmp_path: Path, secret: str, hub_public: str = "keys/hub.key") -> Path:
+    return _client(
+        tmp_path,
+        f"[target]\n[security]\nsecret_key_file = '{secret}'\nhub_public_key_file = '{hub_public}'\n",
+    )
+
+
+def _secured_hub(tmp_path: Path, secret: str, authorized: str = "keys/authorized") -> Path:
+    path = tmp_path / "h.toml"
+    path.write_text(
+        '[hub]\nbind = "tcp://127.0.0.1:1"\n'
+        f"[security]\nsecret_key_file = '{secret}'\nauthorized_keys_dir = '{authorized}'\n"
+    )
+    return path
+
+
+def test_a_public_key_given_as_secret_key_file_is_refused(tmp_path: Path) -> None:
+    # It used to load, and the agent then hung without a word.
+    _keys(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        load_client(_secured_client(tmp_path, "keys/shop-db.key"), env={})
+    assert "security.secret_key_file" in str(error.value) and "shop-db.key" in str(error.value)
+    assert "NAME.key_secret" in error.value.fix
+    with pytest.raises(ConfigError, match=r"security\.secret_key_file.*only a public key"):
+        load_hub(_secured_hub(tmp_path, "keys/hub.key"))
+    assert load_client(
+        _secured_client(tmp_path, "keys/shop-db.key_secret"), env={}
+    ).security.enabled
+    assert load_hub(_secured_hub(tmp_path, "keys/hub.key_secret")).security.enabled
+
+
+@pytest.mark.parametrize(
+    "content", ["not a key\n", 'public-key = "tooshort"\n', "", 'public-key = "' + "~" * 40 + '"\n']
+)
+def test_key_files_that_are_not_curve_keys_are_refused(tmp_path: Path, content: str) -> None:
+    _keys(tmp_path)
+    (tmp_path / "bad.key").write_text(content)
+    with pytest.raises(ConfigError, match=r"security\.hub_public_key_file: .*bad\.key"):
+        load_client(_secured_client(tmp_path, "keys/shop-db.key_secret", "bad.key"), env={})
+    with pytest.raises(ConfigError, match=r"security\.secret_key_file: .*bad\.key"):
+        load_client(_secured_client(tmp_path, "bad.key"), env={})
+    (tmp_path / "keys" / "authorized" / "bad.key").write_text(content)
+    with pytest.raises(ConfigError, match=r"security\.authorized_keys_dir: .*bad\.key"):
+        load_hub(_secured_hub(tmp_path, "keys/hub.key_secret"))
+
+
+def test_authorized_keys_dir_must_be_a_folder(tmp_path: Path) -> None:
+    _keys(tmp_path)
+    with pytest.raises(ConfigError, match=r"security\.authorized_keys_dir: .* is not a folder"):
+        load_hub(_secured_hub(tmp_path, "keys/hub.key_secret", "keys/hub.key"))

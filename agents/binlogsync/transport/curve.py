@@ -8,11 +8,13 @@ stem is the host name that key may speak for, so one host cannot pose as another
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
 from ..errors import ConfigError, UsageError
 
@@ -44,6 +46,31 @@ def make_keys(
     public, secret = zmq.auth.create_certificates(str(folder), name)
     os.chmod(secret, 0o600)
     return Path(public), Path(secret)
+
+
+def key_file_problem(file: Path, secret: bool) -> str | None:
+    """What is wrong with `file` as a CURVE key file (None when nothing is).
+
+    `secret`: the file must hold the secret key too (NAME.key_secret). Checked at config load
+    because a bad key only shows later as a handshake that never completes: silence.
+    """
+    if not file.is_file():
+        return f"{file} does not exist" if not file.exists() else f"{file} is not a file"
+    try:
+        public, secret_key = zmq.auth.load_certificate(str(file))
+    except (OSError, ValueError) as exc:
+        return f"{file} is not a CURVE key file ({exc})"
+    keys = {"public": public, "secret": secret_key} if secret_key else {"public": public}
+    for kind, key in keys.items():
+        try:
+            ok = len(z85.decode(key)) == 32
+        except (ValueError, KeyError, struct.error):
+            ok = False
+        if not ok:
+            return f"{file} holds a malformed {kind} key (not 40 Z85 characters)"
+    if secret and not secret_key:
+        return f"{file} holds only a public key"
+    return None
 
 
 def load_pair(secret_file: Path) -> tuple[bytes, bytes]:

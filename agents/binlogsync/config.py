@@ -41,13 +41,24 @@ _HUB_KEYS = (
 _ROUTE_KEYS = ("origin", "targets", "tables", "rename")
 _CLIENT_KEYS = ("name", "hub", "heartbeat_interval", "heartbeat_liveness", "max_message_bytes")
 _DATABASE_KEYS = ("host", "port", "user", "password", "password_file", "password_env")
-_ORIGIN_KEYS = (*_DATABASE_KEYS, "server_id", "tables", "start", "batch_transactions")
+_ORIGIN_KEYS = (
+    *_DATABASE_KEYS,
+    "server_id",
+    "tables",
+    "start",
+    "batch_transactions",
+    "part_rows",
+    "part_bytes",
+)
 _TARGET_KEYS = (*_DATABASE_KEYS, "group_transactions", "retry_initial", "retry_max")
-_HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir")
+_HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
 _METRICS_KEYS = ("host", "port")
 _HUB_TABLES = ("hub", "route", "security", "metrics")
 _CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
+_ADMIN_KEYS = ("name", "hub")
+_ADMIN_TABLES = ("admin", "security")
+_KINDS = ("hub", "client", "admin")  # the table that tells which kind a config file is
 
 
 def _suggest(names: Iterable[str], known: Iterable[str]) -> str:
@@ -122,8 +133,14 @@ class _Section:
             raise ConfigError(f"{self.name}.{key} must be a non-empty list of 'schema.table'")
         return TableFilter(tuple(value))
 
-    def secret(self, key: str, env: Mapping[str, str], required: bool = False) -> str:
-        """A secret from `KEY_file` or `KEY_env`; `KEY` itself is refused."""
+    def secret(
+        self, key: str, env: Mapping[str, str], required: bool = False, read: bool = True
+    ) -> str:
+        """A secret from `KEY_file` or `KEY_env`; `KEY` itself is refused.
+
+        With `read=False` the keys are checked but the file and the environment are left alone
+        and "" is returned: tools that only talk to the hub have no use for the password.
+        """
         if key in self.data:
             raise ConfigError(
                 f"{self.name}.{key} is set in the TOML file; secrets never go there",
@@ -131,6 +148,8 @@ class _Section:
             )
         file = self.path(f"{key}_file", None)
         var = self.get(f"{key}_env", str, None)
+        if not read:
+            return ""
         if file is not None:
             try:
                 return file.read_text().rstrip("\n")
@@ -170,6 +189,7 @@ class Security:
     public_key_file: Path | None = None
     hub_public_key_file: Path | None = None  # client side: whom we connect to
     authorized_keys_dir: Path | None = None  # hub side: who may connect
+    admin_keys_dir: Path | None = None  # hub side: admin tools' public keys (NAME.key)
 
     @property
     def enabled(self) -> bool:
@@ -216,6 +236,9 @@ class OriginConfig:
     tables: TableFilter = TableFilter()
     start: str = "current"  # where a never-seen origin starts: "current" or "earliest"
     batch_transactions: int = 500
+    # A large transaction travels in parts of at most this many rows / bytes.
+    part_rows: int = 10000
+    part_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -237,6 +260,15 @@ class ClientConfig:
     heartbeat_interval: float = 1.0
     heartbeat_liveness: int = 3
     max_message_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AdminConfig:
+    """An admin tool run away from the hub (status, repairs): whom to ask, with which key."""
+
+    name: str
+    hub: str
+    security: Security = Security()
 
 
 def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
@@ -279,7 +311,8 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
     public = s.path("public_key_file", None)
     peer = None if hub else s.path("hub_public_key_file", None)
     authorized = s.path("authorized_keys_dir", None) if hub else None
-    security = Security(secret, public, peer, authorized)
+    admins = s.path("admin_keys_dir", None) if hub else None
+    security = Security(secret, public, peer, authorized, admins)
     needed = ("authorized_keys_dir",) if hub else ("hub_public_key_file",)
     if secret is not None:
         for key in needed:
@@ -294,6 +327,8 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
         _key_file("hub_public_key_file", peer, secret=False)
     if authorized is not None:
         _keys_dir("authorized_keys_dir", authorized)
+    if admins is not None:
+        _keys_dir("admin_keys_dir", admins)
     return security
 
 
@@ -332,12 +367,12 @@ def _metrics(data: dict[str, Any], base: Path) -> Metrics:
     return Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
 
 
-def _database(s: _Section, env: Mapping[str, str]) -> DatabaseSettings:
+def _database(s: _Section, env: Mapping[str, str], secrets: bool) -> DatabaseSettings:
     return DatabaseSettings(
         host=s.get("host", str, "127.0.0.1"),
         port=s.port("port", 3306),
         user=s.get("user", str, "root"),
-        password=s.secret("password", env),
+        password=s.secret("password", env, read=secrets),
     )
 
 
@@ -383,7 +418,11 @@ def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None)
     )
 
 
-def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> ClientConfig:
+def load_client(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None, secrets: bool = True
+) -> ClientConfig:
+    """`secrets=False` leaves the database passwords unread (empty): for tools that only talk
+    to the hub, such as `binlogsync status`, run where the password is not at hand."""
     env = os.environ if env is None else env
     data, base = _read_toml(path)
     _no_unknown_tables(data, _CLIENT_TABLES)
@@ -397,16 +436,18 @@ def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
         if start not in ("current", "earliest"):
             raise ConfigError(f"origin.start must be 'current' or 'earliest', got {start!r}")
         origin = OriginConfig(
-            database=_database(o, env),
+            database=_database(o, env, secrets),
             server_id=o.positive("server_id", int, _MISSING),
             tables=o.tables("tables"),
             start=start,
             batch_transactions=o.positive("batch_transactions", int, 500),
+            part_rows=o.positive("part_rows", int, 10000),
+            part_bytes=o.positive("part_bytes", int, 8 * 1024 * 1024),
         )
     if "target" in data:
         t = _Section("target", data["target"], base, _TARGET_KEYS)
         target = TargetConfig(
-            database=_database(t, env),
+            database=_database(t, env, secrets),
             group_transactions=t.positive("group_transactions", int, 2000),
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
@@ -427,6 +468,44 @@ def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
         heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
         max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
     )
+
+
+def load_admin(path: str | os.PathLike[str]) -> AdminConfig:
+    data, base = _read_toml(path)
+    _no_unknown_tables(data, _ADMIN_TABLES)
+    if "admin" not in data:
+        raise ConfigError("the admin config has no [admin] table", "see docs/config.md")
+    s = _Section("admin", data["admin"], base, _ADMIN_KEYS)
+    return AdminConfig(
+        name=_name(s, default="admin"),
+        hub=_endpoint(s, "hub"),
+        security=_security(data, base, hub=False),
+    )
+
+
+def load_any(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None, secrets: bool = True
+) -> HubConfig | ClientConfig | AdminConfig:
+    """Any agent's or admin tool's config, by the table it has: [hub], [client] or [admin]."""
+    data, _ = _read_toml(path)
+    kinds = [kind for kind in _KINDS if kind in data]
+    if not kinds:
+        others = sorted(set(data) - {*_HUB_TABLES, *_CLIENT_TABLES, *_ADMIN_TABLES})
+        raise ConfigError(
+            f"config {path} has no [hub], [client] or [admin] table"
+            + (f"; it has {_suggest(others, _KINDS)}" if others else ""),
+            "see docs/config.md",
+        )
+    if len(kinds) > 1:
+        raise ConfigError(
+            f"config {path} has both {' and '.join(f'[{k}]' for k in kinds)}",
+            "one file per agent or tool: split it",
+        )
+    if kinds == ["hub"]:
+        return load_hub(path, env)
+    if kinds == ["client"]:
+        return load_client(path, env, secrets=secrets)
+    return load_admin(path)
 
 
 def _no_unknown_tables(data: dict[str, Any], known: Iterable[str]) -> None:

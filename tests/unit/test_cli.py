@@ -126,3 +126,21 @@ def test_log_level_before_or_after_the_command(argv: list[str]) -> None:
 
 def test_log_level_defaults_to_info() -> None:
     assert parser().parse_args(["status", "--config", "x"]).log_level == "info"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # A client's config: the database password is not needed to ask the hub.
+        '[client]\nname = "a"\nhub = "{hub}"\n[target]\npassword_env = "NOPE_NOT_SET"\n',
+        '[admin]\nhub = "{hub}"\n',
+    ],
+)
+def test_status_reaches_the_hub_named_by_client_or_admin_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str
+) -> None:
+    hub = f"tcp://127.0.0.1:{_free_port()}"
+    config = tmp_path / "c.toml"
+    config.write_text(body.format(hub=hub))
+    assert main(["status", "--config", str(config), "--timeout", "0.2"]) == 1
+    assert f"the hub at {hub} did not answer" in capsys.readouterr().err

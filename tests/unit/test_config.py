@@ -298,3 +298,21 @@ def test_a_client_config_loads_without_its_secrets(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="secrets never go there"):
         load_client(_client(tmp_path, "[target]\npassword = 'pw'\n"), env={}, secrets=False)
     assert isinstance(load_any(_client(tmp_path, body), env={}, secrets=False), ClientConfig)
+
+
+def test_a_metrics_port_in_use_is_a_config_error(tmp_path: Path) -> None:
+    import socket
+
+    from prometheus_client import CollectorRegistry
+
+    from binlogsync.config import Metrics
+    from binlogsync.metrics import serve
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError) as error:
+            serve(Metrics("127.0.0.1", port), CollectorRegistry())
+    assert f"metrics.port {port}" in str(error.value) and "in use" in str(error.value)
+    assert "[metrics]" in error.value.fix

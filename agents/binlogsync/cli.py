@@ -91,8 +91,8 @@ def cmd_skip(args: argparse.Namespace) -> int:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .devsite.sandbox import Sandbox
 
-    box = Sandbox(args.dir)
     if args.action == "start":
+        box = Sandbox(args.dir)
         origin = box.start("origin", 1)
         servers = [origin] + [box.start(f"target{i}", 1 + i) for i in range(1, args.targets + 1)]
         if args.replica:
@@ -101,9 +101,12 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             servers.append(replica)
         for s in servers:
             print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")
-    elif args.action == "stop":
+        return 0
+    box = Sandbox.running(args.dir)  # stop and status need one that runs
+    if args.action == "stop":
+        count = len(box.servers)
         box.stop_all()
-        print(f"stopped the servers of {box.root}")
+        print(f"stopped {count} server(s) of {box.root}")
     else:
         for s in box.servers.values():
             print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")

@@ -66,3 +66,19 @@ def test_client_with_a_public_key_as_its_secret_key_exits_2(tmp_path: Path) -> N
     assert result.returncode == 2, result.stderr
     line = _one_error_line(result)
     assert "security.secret_key_file" in line and "NAME.key_secret" in line
+
+
+def test_sandbox_start_status_stop_from_the_command_line(tmp_path: Path) -> None:
+    folder = tmp_path / "box"
+    try:
+        started = _run("sandbox", "start", "--dir", str(folder), "--targets", "0")
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.startswith("origin ")
+        status = _run("sandbox", "status", "--dir", str(folder))
+        assert status.returncode == 0 and status.stdout.startswith("origin "), status.stderr
+        stopped = _run("sandbox", "stop", "--dir", str(folder))
+        assert stopped.returncode == 0 and "stopped 1 server(s)" in stopped.stdout
+        again = _run("sandbox", "stop", "--dir", str(folder))
+        assert again.returncode == 2 and "no sandbox runs in" in _one_error_line(again)
+    finally:
+        _run("sandbox", "stop", "--dir", str(folder))  # whatever a failed assertion left

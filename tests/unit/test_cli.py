@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -144,3 +145,18 @@ def test_status_reaches_the_hub_named_by_client_or_admin_config(
     config.write_text(body.format(hub=hub))
     assert main(["status", "--config", str(config), "--timeout", "0.2"]) == 1
     assert f"the hub at {hub} did not answer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("action", ["stop", "status"])
+def test_sandbox_commands_on_a_folder_without_one_are_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
+) -> None:
+    folder = tmp_path / "nothing-here"
+    assert main(["sandbox", action, "--dir", str(folder)]) == 2
+    assert f"no sandbox runs in {folder}" in capsys.readouterr().err
+    assert not folder.exists()  # a mistyped --dir is not created
+    # A sandbox whose servers have all gone (sandbox.json left behind) does not run either.
+    folder.mkdir()
+    dead = {"name": "origin", "port": 1, "server_id": 1, "datadir": "x", "pid": 2**22 + 1}
+    (folder / "sandbox.json").write_text(json.dumps([dead]))
+    assert main(["sandbox", action, "--dir", str(folder)]) == 2

@@ -101,6 +101,22 @@ class Sandbox:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}  # started by this object
         self._load()
 
+    @classmethod
+    def running(cls, root: str | os.PathLike[str]) -> Sandbox:
+        """The sandbox whose servers run in `root`, for a later process (`sandbox stop`).
+
+        Raises SandboxError when none does, and creates nothing: a mistyped --dir must not
+        read as "stopped" (or make a folder).
+        """
+        folder = Path(root).resolve()
+        box = cls(folder) if (folder / _STATE).is_file() else None
+        if box is None or not box.servers:
+            raise SandboxError(
+                f"no sandbox runs in {folder}",
+                f"check --dir, or start one: binlogsync sandbox start --dir {root}",
+            )
+        return box
+
     # -- state ---------------------------------------------------------------------------
     def _load(self) -> None:
         state = self.root / _STATE

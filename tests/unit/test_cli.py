@@ -160,3 +160,37 @@ def test_sandbox_commands_on_a_folder_without_one_are_errors(
     dead = {"name": "origin", "port": 1, "server_id": 1, "datadir": "x", "pid": 2**22 + 1}
     (folder / "sandbox.json").write_text(json.dumps([dead]))
     assert main(["sandbox", action, "--dir", str(folder)]) == 2
+
+
+def _executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def test_dev_binlogsync_runs_in_the_callers_folder(tmp_path: Path) -> None:
+    # A copy of ./dev in a fake checkout whose .venv is already installed (stamp newer than
+    # pyproject.toml), so it installs nothing; its `binlogsync` runs this tree's code.
+    repo, caller, stubs = tmp_path / "repo", tmp_path / "caller", tmp_path / "stubs"
+    _executable(repo / "dev", (Path(AGENTS).parent / "dev").read_text())
+    (repo / "pyproject.toml").write_text("")
+    os.utime(repo / "pyproject.toml", (1_000_000_000, 1_000_000_000))
+    _executable(repo / ".venv" / "bin" / "python", "#!/bin/sh\nexit 0\n")
+    _executable(
+        repo / ".venv" / "bin" / "binlogsync",
+        f'#!/bin/sh\nPYTHONPATH="{AGENTS}" exec "{sys.executable}" -m binlogsync.cli "$@"\n',
+    )
+    (repo / ".venv" / ".installed").touch()
+    for tool in ("mariadbd", "java"):  # present, so dev asks apt-get for nothing
+        _executable(stubs / tool, "#!/bin/sh\nexit 0\n")
+    caller.mkdir()
+    result = subprocess.run(
+        ["../repo/dev", "binlogsync", "keys", "--dir", "k", "--name", "x"],
+        cwd=caller,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert (caller / "k" / "x.key").exists() and not (repo / "k").exists()

@@ -238,7 +238,12 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_reconcile)
 
     s = command("demo", "the live demo on throwaway servers")
-    s.add_argument("--dir", default=None, help="folder for servers, configs and logs")
+    s.add_argument(
+        "--dir",
+        default="demo-run",
+        help="folder for servers, configs and logs; the logs stay, the datadirs are removed, "
+        "and a new run replaces the previous one",
+    )
     s.add_argument("--rows", type=int, default=3000, help="INSERT statements of the workload")
     s.set_defaults(func=cmd_demo)
     return p

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from binlogsync.cli import main, parser
+from binlogsync.devsite.sandbox import Sandbox
 from binlogsync.errors import UsageError
 from binlogsync.transport.curve import make_keys
 
@@ -194,3 +195,18 @@ def test_dev_binlogsync_runs_in_the_callers_folder(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert (caller / "k" / "x.key").exists() and not (repo / "k").exists()
+
+
+def test_sandbox_remove_data_keeps_the_logs(tmp_path: Path) -> None:
+    # The demo keeps the logs it told the user to read and drops only the bulky datadirs.
+    for name in ("origin", "target1"):
+        (tmp_path / name / "data" / "mysql").mkdir(parents=True)
+        (tmp_path / name / "error.log").write_text("log\n")
+    (tmp_path / "template" / "mysql").mkdir(parents=True)
+    Sandbox(tmp_path).remove_data()
+    assert (tmp_path / "origin" / "error.log").exists() and (tmp_path / "target1").is_dir()
+    assert not (tmp_path / "origin" / "data").exists() and not (tmp_path / "template").exists()
+
+
+def test_demo_keeps_its_folder_by_default() -> None:
+    assert parser().parse_args(["demo"]).dir == "demo-run"  # listed in .gitignore

@@ -287,6 +287,13 @@ class Sandbox:
         self.stop_all()
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def remove_data(self) -> None:
+        """Stop everything and delete the datadirs and the template (the bulk), keeping each
+        server's error.log and sandbox.json for reading afterwards."""
+        self.stop_all()
+        for datadir in [self.root / "template", *self.root.glob("*/data")]:
+            shutil.rmtree(datadir, ignore_errors=True)
+
 
 def _terminate(pid: int, timeout: float) -> None:
     try:

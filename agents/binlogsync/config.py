@@ -1,12 +1,16 @@
 """Agent configuration: one TOML file per agent, loaded once into frozen dataclasses.
 
+Three kinds, told apart by their table: [hub] (`load_hub`), [client] (`load_client`) and
+[admin] (`load_admin`, for admin tools away from the hub); `load_any` picks by the table.
 Secrets never live in the TOML: a password or key comes from a file (`*_file`) or an
-environment variable (`*_env`). `load_hub` and `load_client` check every key at start-up and
-raise ConfigError naming the key and what was expected; unknown keys and tables are errors too,
-so a typo cannot silently fall back to a default. Each section declares its keys up front (the
-`_*_KEYS` tuples below): a typo is then reported, with the nearest known key as a suggestion,
-before anything else, even when the misspelt key is a required one that now looks missing. The environment is read only here, passed in as a
-mapping, never by library modules themselves. docs/config.md documents every key.
+environment variable (`*_env`). The loaders check every key at start-up and raise ConfigError
+naming the key and what was expected; unknown keys and tables are errors too, so a typo cannot
+silently fall back to a default. Each section declares its keys up front (the `_*_KEYS` tuples
+below): a typo is reported first, with the nearest known key as a suggestion, even when the
+misspelt key is a required one that would otherwise just look missing. Key files are checked
+too (a public key where a secret one belongs would only show later as a silent handshake).
+The environment is read only here, passed in as a mapping, never by library modules
+themselves. docs/config.md documents every key.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -46,10 +47,13 @@ def cmd_client(args: argparse.Namespace) -> int:
 
 
 def cmd_keys(args: argparse.Namespace) -> int:
-    from .transport.curve import make_keys
+    from .transport.curve import make_keys, refuse_existing
 
+    if not args.force:  # check every name first, so a refusal writes nothing at all
+        for name in args.name:
+            refuse_existing(args.dir, name)
     for name in args.name:
-        public, secret = make_keys(args.dir, name)
+        public, secret = make_keys(args.dir, name, force=args.force)
         print(f"{name}: public {public}  secret {secret}")
     return 0
 
@@ -86,8 +90,8 @@ def cmd_skip(args: argparse.Namespace) -> int:
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .devsite.sandbox import Sandbox
 
-    box = Sandbox(args.dir)
     if args.action == "start":
+        box = Sandbox(args.dir)
         origin = box.start("origin", 1)
         servers = [origin] + [box.start(f"target{i}", 1 + i) for i in range(1, args.targets + 1)]
         if args.replica:
@@ -96,9 +100,12 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
             servers.append(replica)
         for s in servers:
             print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")
-    elif args.action == "stop":
+        return 0
+    box = Sandbox.running(args.dir)  # stop and status need one that runs
+    if args.action == "stop":
+        count = len(box.servers)
         box.stop_all()
-        print(f"stopped the servers of {box.root}")
+        print(f"stopped {count} server(s) of {box.root}")
     else:
         for s in box.servers.values():
             print(f"{s.name:10} {s.url}  server_id={s.server_id}  pid={s.pid}")
@@ -123,56 +130,105 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="binlogsync", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"binlogsync {__version__}")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sub = p.add_subparsers(dest="command", required=True)
+LOG_LEVELS = ["debug", "info", "warning", "error"]
 
-    s = sub.add_parser("server", help="run the hub (server agent)")
-    s.add_argument("--config", required=True)
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" where a default means something. Unlike
+    ArgumentDefaultsHelpFormatter it stays quiet for required options, flags and None."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            "%(default)" in text
+            or "(default" in text
+            or not action.option_strings
+            or action.required
+            or action.default in (None, False, [], argparse.SUPPRESS)
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _log_level(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--log-level",
+        default=default,
+        choices=LOG_LEVELS,
+        help="how much the command logs on stderr (default: info)",
+    )
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="binlogsync", description=__doc__.splitlines()[0], formatter_class=_HelpFormatter
+    )
+    p.add_argument("--version", action="version", version=f"binlogsync {__version__}")
+    _log_level(p, "info")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        s = sub.add_parser(name, help=help, description=help, formatter_class=_HelpFormatter)
+        # Also accepted after the command. SUPPRESS keeps the value given before it (or the
+        # default) when the option is not repeated here.
+        _log_level(s, argparse.SUPPRESS)
+        return s
+
+    s = command("server", "run the hub (server agent)")
+    s.add_argument("--config", required=True, help="the hub's TOML config (docs/config.md)")
     s.set_defaults(func=cmd_server)
 
-    s = sub.add_parser("client", help="run a client agent (origin and/or target)")
-    s.add_argument("--config", required=True)
+    s = command("client", "run a client agent (origin and/or target)")
+    s.add_argument("--config", required=True, help="the client's TOML config (docs/config.md)")
     s.set_defaults(func=cmd_client)
 
-    s = sub.add_parser("keys", help="make CURVE key pairs")
-    s.add_argument("--dir", required=True)
-    s.add_argument("--name", action="append", required=True, help="repeat for several hosts")
+    s = command("keys", "make CURVE key pairs: NAME.key (public) and NAME.key_secret")
+    s.add_argument("--dir", required=True, help="folder for the key files (made if missing)")
+    s.add_argument("--name", action="append", required=True, help="host name; repeat for several")
+    s.add_argument(
+        "--force", action="store_true", help="replace existing key pairs (peers must be updated)"
+    )
     s.set_defaults(func=cmd_keys)
 
-    s = sub.add_parser("status", help="hosts, backlogs, positions and errors, from the hub")
-    s.add_argument("--config", required=True, help="the hub's or any client's config")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--timeout", type=float, default=5.0)
+    s = command("status", "hosts, backlogs, positions and errors, from the hub")
+    s.add_argument("--config", required=True, help="the hub's, any client's or an [admin] config")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_status)
 
-    s = sub.add_parser("skip", help="move a target past a transaction that cannot be applied")
+    s = command("skip", "move a target past a transaction that cannot be applied")
     s.add_argument("--config", required=True, help="the target agent's config")
-    s.add_argument("--origin", required=True)
+    s.add_argument(
+        "--origin", required=True, help="host name of the origin the transaction is from"
+    )
     s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
-    s.add_argument("--reason", required=True)
+    s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
 
-    s = sub.add_parser("sandbox", help="throwaway MariaDB servers on loopback")
-    s.add_argument("action", choices=["start", "stop", "status"])
-    s.add_argument("--dir", required=True)
-    s.add_argument("--targets", type=int, default=1)
+    s = command("sandbox", "throwaway MariaDB servers on loopback")
+    s.add_argument(
+        "action", choices=["start", "stop", "status"], help="start, stop or list the servers"
+    )
+    s.add_argument("--dir", required=True, help="the sandbox's folder (datadirs, sandbox.json)")
+    s.add_argument("--targets", type=int, default=1, help="target servers to start")
     s.add_argument("--replica", action="store_true", help="also a native replica of the origin")
     s.set_defaults(func=cmd_sandbox)
 
-    s = sub.add_parser("bench", help="benchmarks")
-    s.add_argument("which", choices=["paper"])
-    s.add_argument("--json", action="store_true")
+    s = command("bench", "benchmarks")
+    s.add_argument("which", choices=["paper"], help="paper: the paper's Table 1")
+    s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
-    s.add_argument("--rows", default="100,200,400,600,1000")
-    s.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
+    s.add_argument(
+        "--rows", default="100,200,400,600,1000", help="statement counts, comma-separated"
+    )
+    s.add_argument(
+        "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"
+    )
     s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser(
+    s = command(
         "reconcile",
-        help="find every differing row between a source and targets (Spark); "
+        "find every differing row between a source and targets (Spark); "
         "exit 0 equal, 1 different, 2 error",
     )
     from .reconcile.options import add_arguments as reconcile_arguments  # argparse only
@@ -180,23 +236,41 @@ def parser() -> argparse.ArgumentParser:
     reconcile_arguments(s)
     s.set_defaults(func=cmd_reconcile)
 
-    s = sub.add_parser("demo", help="the live demo on throwaway servers")
-    s.add_argument("--dir", default=None)
-    s.add_argument("--rows", type=int, default=3000)
+    s = command("demo", "the live demo on throwaway servers")
+    s.add_argument(
+        "--dir",
+        default="demo-run",
+        help="folder for servers, configs and logs; the logs stay, the datadirs are removed, "
+        "and a new run replaces the previous one",
+    )
+    s.add_argument("--rows", type=int, default=3000, help="INSERT statements of the workload")
     s.set_defaults(func=cmd_demo)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _run(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     _logging(args.log_level)
     try:
         return int(args.func(args))
     except BinlogsyncError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a closed pipe must fail here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # The reader left early (`binlogsync status … | head -1`). As the Python docs advise:
+        # point stdout at devnull so the flush at exit cannot raise again, and exit 1 quietly.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

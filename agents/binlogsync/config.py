@@ -1,38 +1,101 @@
 """Agent configuration: one TOML file per agent, loaded once into frozen dataclasses.
 
+Three kinds, told apart by their table: [hub] (`load_hub`), [client] (`load_client`) and
+[admin] (`load_admin`, for admin tools away from the hub); `load_any` picks by the table.
 Secrets never live in the TOML: a password or key comes from a file (`*_file`) or an
-environment variable (`*_env`). `load_hub` and `load_client` check every key at start-up and
-raise ConfigError naming the key and what was expected; unknown keys are errors too, so a typo
-cannot silently fall back to a default. The environment is read only here, passed in as a
-mapping, never by library modules themselves. docs/config.md documents every key.
+environment variable (`*_env`). The loaders check every key at start-up and raise ConfigError
+naming the key and what was expected; unknown keys and tables are errors too, so a typo cannot
+silently fall back to a default. Each section declares its keys up front (the `_*_KEYS` tuples
+below): a typo is reported first, with the nearest known key as a suggestion, even when the
+misspelt key is a required one that would otherwise just look missing. Key files are checked
+too (a public key where a secret one belongs would only show later as a silent handshake).
+The environment is read only here, passed in as a mapping, never by library modules
+themselves. docs/config.md documents every key.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .tables import TableFilter
+from .transport import curve
 
 _MISSING = object()
 
+# The keys each table may hold. "password" is listed so that it is refused with the reason
+# (secrets never go in the TOML) rather than reported as unknown.
+_HUB_KEYS = (
+    "name",
+    "bind",
+    "data_dir",
+    "window",
+    "batch_transactions",
+    "heartbeat_interval",
+    "heartbeat_liveness",
+    "max_message_bytes",
+    "compact_interval",
+)
+_ROUTE_KEYS = ("origin", "targets", "tables", "rename")
+_CLIENT_KEYS = ("name", "hub", "heartbeat_interval", "heartbeat_liveness", "max_message_bytes")
+_DATABASE_KEYS = ("host", "port", "user", "password", "password_file", "password_env")
+_ORIGIN_KEYS = (
+    *_DATABASE_KEYS,
+    "server_id",
+    "tables",
+    "start",
+    "batch_transactions",
+    "part_rows",
+    "part_bytes",
+)
+_TARGET_KEYS = (*_DATABASE_KEYS, "group_transactions", "retry_initial", "retry_max")
+_HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
+_CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
+_METRICS_KEYS = ("host", "port")
+_HUB_TABLES = ("hub", "route", "security", "metrics")
+_CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
+_ADMIN_KEYS = ("name", "hub")
+_ADMIN_TABLES = ("admin", "security")
+_KINDS = ("hub", "client", "admin")  # the table that tells which kind a config file is
+
+
+def _suggest(names: Iterable[str], known: Iterable[str]) -> str:
+    """'sever_id (did you mean server_id?), zzz' for unknown names."""
+    choices = sorted(known)
+    out = []
+    for name in names:
+        close = difflib.get_close_matches(name, choices, n=1)
+        out.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return ", ".join(out)
+
 
 class _Section:
-    """Typed access to one TOML table that remembers which keys were read."""
+    """Typed access to one TOML table whose keys are declared up front.
 
-    def __init__(self, name: str, data: Any, base: Path) -> None:
+    Unknown keys are refused when the section is made, before any value is read: a misspelt
+    required key would otherwise be reported as missing, hiding the typo.
+    """
+
+    def __init__(self, name: str, data: Any, base: Path, keys: Iterable[str]) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"[{name}] must be a table", f"write it as [{name}] with keys below")
         self.name, self.data, self.base = name, data, base
-        self.read: set[str] = set()
+        self.keys = frozenset(keys)
+        unknown = sorted(set(data) - self.keys)
+        if unknown:
+            raise ConfigError(
+                f"[{name}] has unknown key(s): {_suggest(unknown, self.keys)}",
+                "check the spelling against docs/config.md",
+            )
 
     def get(self, key: str, kind: type | tuple[type, ...], default: Any = _MISSING) -> Any:
-        self.read.add(key)
+        assert key in self.keys, f"{key} is not declared for [{self.name}]"  # a bug, not a typo
         if key not in self.data:
             if default is _MISSING:
                 raise ConfigError(f"{self.name}.{key} is missing", f"set {key} in [{self.name}]")
@@ -74,8 +137,14 @@ class _Section:
             raise ConfigError(f"{self.name}.{key} must be a non-empty list of 'schema.table'")
         return TableFilter(tuple(value))
 
-    def secret(self, key: str, env: Mapping[str, str], required: bool = False) -> str:
-        """A secret from `KEY_file` or `KEY_env`; `KEY` itself is refused."""
+    def secret(
+        self, key: str, env: Mapping[str, str], required: bool = False, read: bool = True
+    ) -> str:
+        """A secret from `KEY_file` or `KEY_env`; `KEY` itself is refused.
+
+        With `read=False` the keys are checked but the file and the environment are left alone
+        and "" is returned: tools that only talk to the hub have no use for the password.
+        """
         if key in self.data:
             raise ConfigError(
                 f"{self.name}.{key} is set in the TOML file; secrets never go there",
@@ -83,6 +152,8 @@ class _Section:
             )
         file = self.path(f"{key}_file", None)
         var = self.get(f"{key}_env", str, None)
+        if not read:
+            return ""
         if file is not None:
             try:
                 return file.read_text().rstrip("\n")
@@ -98,14 +169,6 @@ class _Section:
         if required:
             raise ConfigError(f"{self.name}: set {key}_file or {key}_env")
         return ""
-
-    def done(self) -> None:
-        unknown = sorted(set(self.data) - self.read)
-        if unknown:
-            raise ConfigError(
-                f"[{self.name}] has unknown key(s): {', '.join(unknown)}",
-                "check the spelling against docs/config.md",
-            )
 
 
 @dataclass(frozen=True)
@@ -130,6 +193,7 @@ class Security:
     public_key_file: Path | None = None
     hub_public_key_file: Path | None = None  # client side: whom we connect to
     authorized_keys_dir: Path | None = None  # hub side: who may connect
+    admin_keys_dir: Path | None = None  # hub side: admin tools' public keys (NAME.key)
 
     @property
     def enabled(self) -> bool:
@@ -176,6 +240,9 @@ class OriginConfig:
     tables: TableFilter = TableFilter()
     start: str = "current"  # where a never-seen origin starts: "current" or "earliest"
     batch_transactions: int = 500
+    # A large transaction travels in parts of at most this many rows / bytes.
+    part_rows: int = 10000
+    part_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -199,6 +266,15 @@ class ClientConfig:
     max_message_bytes: int = 64 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class AdminConfig:
+    """An admin tool run away from the hub (status, repairs): whom to ask, with which key."""
+
+    name: str
+    hub: str
+    security: Security = Security()
+
+
 def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
     file = Path(path)
     try:
@@ -210,8 +286,8 @@ def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
         raise ConfigError(f"config file {file} is not valid TOML: {exc}") from exc
 
 
-def _name(section: _Section, key: str = "name") -> str:
-    value = section.get(key, str)
+def _name(section: _Section, key: str = "name", default: Any = _MISSING) -> str:
+    value = section.get(key, str, default)
     if not value or not all(ch.isalnum() or ch in "-_." for ch in value):
         raise ConfigError(
             f"{section.name}.{key} must be letters, digits, '-', '_' or '.', got {value!r}"
@@ -232,13 +308,15 @@ def _endpoint(section: _Section, key: str, default: Any = _MISSING) -> str:
 def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
     if "security" not in data:
         return Security()
-    s = _Section("security", data["security"], base)
+    s = _Section(
+        "security", data["security"], base, _HUB_SECURITY_KEYS if hub else _CLIENT_SECURITY_KEYS
+    )
     secret = s.path("secret_key_file", None)
     public = s.path("public_key_file", None)
     peer = None if hub else s.path("hub_public_key_file", None)
     authorized = s.path("authorized_keys_dir", None) if hub else None
-    s.done()
-    security = Security(secret, public, peer, authorized)
+    admins = s.path("admin_keys_dir", None) if hub else None
+    security = Security(secret, public, peer, authorized, admins)
     needed = ("authorized_keys_dir",) if hub else ("hub_public_key_file",)
     if secret is not None:
         for key in needed:
@@ -246,30 +324,59 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
                 raise ConfigError(
                     f"security.{key} is missing (CURVE is on: secret_key_file is set)"
                 )
-        for key in ("secret_key_file", *needed):
-            if not Path(getattr(security, key)).exists():
-                raise ConfigError(
-                    f"security.{key}: {getattr(security, key)} does not exist",
-                    "make keys with: binlogsync keys --dir DIR --name NAME",
-                )
+        _key_file("secret_key_file", secret, secret=True)
+    if public is not None:
+        _key_file("public_key_file", public, secret=False)
+    if peer is not None:
+        _key_file("hub_public_key_file", peer, secret=False)
+    if authorized is not None:
+        _keys_dir("authorized_keys_dir", authorized)
+    if admins is not None:
+        _keys_dir("admin_keys_dir", admins)
     return security
+
+
+def _key_file(key: str, file: Path, secret: bool) -> None:
+    problem = curve.key_file_problem(file, secret)
+    if problem is None:
+        return
+    if secret and problem.endswith("only a public key"):
+        fix = f"point {key} at the NAME.key_secret file, not NAME.key"
+    else:
+        fix = "make keys with: binlogsync keys --dir DIR --name NAME"
+    raise ConfigError(f"security.{key}: {problem}", fix)
+
+
+def _keys_dir(key: str, folder: Path) -> None:
+    """A folder of public `NAME.key` files, each of which must be readable."""
+    if not folder.is_dir():
+        state = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"security.{key}: {folder} {state}",
+            "make the folder and copy the peers' public NAME.key files into it",
+        )
+    for file in sorted(folder.glob("*.key")):
+        problem = curve.key_file_problem(file, secret=False)
+        if problem is not None:
+            raise ConfigError(
+                f"security.{key}: {problem}",
+                "replace it with the peer's NAME.key made by `binlogsync keys`, or remove it",
+            )
 
 
 def _metrics(data: dict[str, Any], base: Path) -> Metrics:
     if "metrics" not in data:
         return Metrics()
-    s = _Section("metrics", data["metrics"], base)
-    metrics = Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
-    s.done()
-    return metrics
+    s = _Section("metrics", data["metrics"], base, _METRICS_KEYS)
+    return Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
 
 
-def _database(s: _Section, env: Mapping[str, str]) -> DatabaseSettings:
+def _database(s: _Section, env: Mapping[str, str], secrets: bool) -> DatabaseSettings:
     return DatabaseSettings(
         host=s.get("host", str, "127.0.0.1"),
         port=s.port("port", 3306),
         user=s.get("user", str, "root"),
-        password=s.secret("password", env),
+        password=s.secret("password", env, read=secrets),
     )
 
 
@@ -279,7 +386,7 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
         raise ConfigError("route must be an array of tables: write each as [[route]]")
     routes = []
     for i, item in enumerate(items):
-        s = _Section(f"route[{i}]", item, base)
+        s = _Section(f"route[{i}]", item, base, _ROUTE_KEYS)
         origin = _name(s, "origin")
         targets = s.get("targets", list)
         if not targets or not all(isinstance(t, str) and t for t in targets):
@@ -290,17 +397,17 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
         if not all(isinstance(k, str) and isinstance(v, str) and v for k, v in rename.items()):
             raise ConfigError(f"route[{i}].rename must map schema names to schema names")
         routes.append(Route(origin, tuple(targets), s.tables("tables"), dict(rename)))
-        s.done()
     return tuple(routes)
 
 
 def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> HubConfig:
     data, base = _read_toml(path)
-    s = _Section("hub", data.get("hub"), base) if "hub" in data else None
-    if s is None:
+    _no_unknown_tables(data, _HUB_TABLES)
+    if "hub" not in data:
         raise ConfigError("the hub config has no [hub] table", "see docs/config.md")
-    config = HubConfig(
-        name=_name(s) if "name" in s.data else "hub",
+    s = _Section("hub", data["hub"], base, _HUB_KEYS)
+    return HubConfig(
+        name=_name(s, default="hub"),
         bind=_endpoint(s, "bind"),
         data_dir=s.path("data_dir", None) or base,
         routes=_routes(data, base),
@@ -313,46 +420,48 @@ def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None)
         max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
         compact_interval=s.positive("compact_interval", float, 5.0),
     )
-    s.done()
-    _no_unknown_tables(data, {"hub", "route", "security", "metrics"})
-    return config
 
 
-def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> ClientConfig:
+def load_client(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None, secrets: bool = True
+) -> ClientConfig:
+    """`secrets=False` leaves the database passwords unread (empty): for tools that only talk
+    to the hub, such as `binlogsync status`, run where the password is not at hand."""
     env = os.environ if env is None else env
     data, base = _read_toml(path)
+    _no_unknown_tables(data, _CLIENT_TABLES)
     if "client" not in data:
         raise ConfigError("the client config has no [client] table", "see docs/config.md")
-    s = _Section("client", data["client"], base)
+    s = _Section("client", data["client"], base, _CLIENT_KEYS)
     origin = target = None
     if "origin" in data:
-        o = _Section("origin", data["origin"], base)
+        o = _Section("origin", data["origin"], base, _ORIGIN_KEYS)
         start = o.get("start", str, "current")
         if start not in ("current", "earliest"):
             raise ConfigError(f"origin.start must be 'current' or 'earliest', got {start!r}")
         origin = OriginConfig(
-            database=_database(o, env),
+            database=_database(o, env, secrets),
             server_id=o.positive("server_id", int, _MISSING),
             tables=o.tables("tables"),
             start=start,
             batch_transactions=o.positive("batch_transactions", int, 500),
+            part_rows=o.positive("part_rows", int, 10000),
+            part_bytes=o.positive("part_bytes", int, 8 * 1024 * 1024),
         )
-        o.done()
     if "target" in data:
-        t = _Section("target", data["target"], base)
+        t = _Section("target", data["target"], base, _TARGET_KEYS)
         target = TargetConfig(
-            database=_database(t, env),
+            database=_database(t, env, secrets),
             group_transactions=t.positive("group_transactions", int, 2000),
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
         )
-        t.done()
     if origin is None and target is None:
         raise ConfigError(
             "the client has neither [origin] nor [target]",
             "add [origin] to capture from a database, [target] to apply to one, or both",
         )
-    config = ClientConfig(
+    return ClientConfig(
         name=_name(s),
         hub=_endpoint(s, "hub"),
         origin=origin,
@@ -363,15 +472,52 @@ def load_client(path: str | os.PathLike[str], env: Mapping[str, str] | None = No
         heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
         max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
     )
-    s.done()
-    _no_unknown_tables(data, {"client", "origin", "target", "security", "metrics"})
-    return config
 
 
-def _no_unknown_tables(data: dict[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(data) - known)
+def load_admin(path: str | os.PathLike[str]) -> AdminConfig:
+    data, base = _read_toml(path)
+    _no_unknown_tables(data, _ADMIN_TABLES)
+    if "admin" not in data:
+        raise ConfigError("the admin config has no [admin] table", "see docs/config.md")
+    s = _Section("admin", data["admin"], base, _ADMIN_KEYS)
+    return AdminConfig(
+        name=_name(s, default="admin"),
+        hub=_endpoint(s, "hub"),
+        security=_security(data, base, hub=False),
+    )
+
+
+def load_any(
+    path: str | os.PathLike[str], env: Mapping[str, str] | None = None, secrets: bool = True
+) -> HubConfig | ClientConfig | AdminConfig:
+    """Any agent's or admin tool's config, by the table it has: [hub], [client] or [admin]."""
+    data, _ = _read_toml(path)
+    kinds = [kind for kind in _KINDS if kind in data]
+    if not kinds:
+        others = sorted(set(data) - {*_HUB_TABLES, *_CLIENT_TABLES, *_ADMIN_TABLES})
+        raise ConfigError(
+            f"config {path} has no [hub], [client] or [admin] table"
+            + (f"; it has {_suggest(others, _KINDS)}" if others else ""),
+            "see docs/config.md",
+        )
+    if len(kinds) > 1:
+        raise ConfigError(
+            f"config {path} has both {' and '.join(f'[{k}]' for k in kinds)}",
+            "one file per agent or tool: split it",
+        )
+    if kinds == ["hub"]:
+        return load_hub(path, env)
+    if kinds == ["client"]:
+        return load_client(path, env, secrets=secrets)
+    return load_admin(path)
+
+
+def _no_unknown_tables(data: dict[str, Any], known: Iterable[str]) -> None:
+    """Checked first: a misspelt table would otherwise surface as a confusing later error
+    ("neither [origin] nor [target]")."""
+    unknown = sorted(set(data) - set(known))
     if unknown:
         raise ConfigError(
-            f"unknown table(s) in config: {', '.join(unknown)}",
+            f"unknown table(s) in config: {_suggest(unknown, known)}",
             f"allowed here: {', '.join(sorted(known))}",
         )

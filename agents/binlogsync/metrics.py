@@ -5,9 +5,12 @@ Each agent has its own registry (several agents can live in one test process).
 
 from __future__ import annotations
 
+import errno
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from .config import Metrics
+from .errors import ConfigError
 
 
 class HubMetrics:
@@ -114,5 +117,19 @@ def serve(settings: Metrics, registry: CollectorRegistry) -> object | None:
     """Start the HTTP endpoint; returns the server (call .shutdown()) or None when off."""
     if not settings.port:
         return None
-    server, _thread = start_http_server(settings.port, addr=settings.host, registry=registry)
+    try:
+        server, _thread = start_http_server(settings.port, addr=settings.host, registry=registry)
+    except OSError as exc:
+        # A start-up problem the user fixes in the config, not a crash with a traceback.
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"metrics.port {settings.port} on {settings.host} is in use",
+                "choose a free port in [metrics] port (0 turns the endpoint off), "
+                "or stop what listens there",
+            ) from exc
+        raise ConfigError(
+            f"metrics.host/metrics.port {settings.host}:{settings.port} cannot be served: "
+            f"{exc.strerror or exc}",
+            "set [metrics] host to a local address and port to a free port you may bind",
+        ) from exc
     return server

@@ -4,7 +4,9 @@ One origin and two targets (plus a native replica for the timing comparison), CU
 socket. A workload writes the paper's `trx` table while progress is printed; target2's agent
 is killed (kill -9) midway and comes back later to catch up from the hub's log; then the
 paper's timing table; then a row-for-row check that all three databases are identical.
-Everything it starts, it stops.
+Everything it starts, it stops. Its folder (--dir, ./demo-run by default) keeps the configs and
+logs for reading afterwards; only the servers' datadirs are removed at the end, and the next run
+starts afresh.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -71,7 +72,18 @@ def _progress(origin: Server, targets: list[Server], site: LocalSite) -> str:
     return " | ".join([f"origin {_count(origin):5} rows", *parts])
 
 
+def _fresh(root: Path) -> None:
+    """Clear what a previous run left: its servers (still running if it was killed), hub log
+    and agent state would otherwise mix with this run's."""
+    for servers in (root / "servers", root / "timing" / "servers"):
+        if servers.is_dir():
+            Sandbox(servers).stop_all()
+    for part in ("servers", "site", "timing"):
+        shutil.rmtree(root / part, ignore_errors=True)
+
+
 def run(root: Path, rows: int) -> int:
+    _fresh(root)
     box = Sandbox(root / "servers")
     site: LocalSite | None = None
     try:
@@ -137,14 +149,16 @@ def run(root: Path, rows: int) -> int:
     finally:
         if site is not None:
             site.stop()
-        box.stop_all()
+        # The datadirs are the bulk; the logs stay for the user to read.
+        box.remove_data()
+        if (root / "timing" / "servers").is_dir():
+            Sandbox(root / "timing" / "servers").remove_data()
+        _say(
+            f"\nlogs kept in {root.resolve()}: site/*.log (hub and agents), "
+            "servers/*/error.log (MariaDB)"
+        )
 
 
 def main(args: argparse.Namespace) -> int:
-    if args.dir:
-        return run(Path(args.dir), args.rows)
-    root = Path(tempfile.mkdtemp(prefix="binlogsync-demo-"))
-    try:
-        return run(root, args.rows)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    # Absolute: the agents' configs name their key files relative to the configs' folder.
+    return run(Path(args.dir).resolve(), args.rows)

@@ -101,6 +101,22 @@ class Sandbox:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}  # started by this object
         self._load()
 
+    @classmethod
+    def running(cls, root: str | os.PathLike[str]) -> Sandbox:
+        """The sandbox whose servers run in `root`, for a later process (`sandbox stop`).
+
+        Raises SandboxError when none does, and creates nothing: a mistyped --dir must not
+        read as "stopped" (or make a folder).
+        """
+        folder = Path(root).resolve()
+        box = cls(folder) if (folder / _STATE).is_file() else None
+        if box is None or not box.servers:
+            raise SandboxError(
+                f"no sandbox runs in {folder}",
+                f"check --dir, or start one: binlogsync sandbox start --dir {root}",
+            )
+        return box
+
     # -- state ---------------------------------------------------------------------------
     def _load(self) -> None:
         state = self.root / _STATE
@@ -270,6 +286,13 @@ class Sandbox:
         """Stop everything and delete the folder."""
         self.stop_all()
         shutil.rmtree(self.root, ignore_errors=True)
+
+    def remove_data(self) -> None:
+        """Stop everything and delete the datadirs and the template (the bulk), keeping each
+        server's error.log and sandbox.json for reading afterwards."""
+        self.stop_all()
+        for datadir in [self.root / "template", *self.root.glob("*/data")]:
+            shutil.rmtree(datadir, ignore_errors=True)
 
 
 def _terminate(pid: int, timeout: float) -> None:

@@ -72,7 +72,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wait-timeout", type=float, default=300.0, help="seconds a target may lag")
     p.add_argument("--confirm", type=int, default=2, help="re-check rounds that must agree")
     p.add_argument("--max-rounds", type=int, default=6, help="re-check rounds at most")
-    p.add_argument("--max-repair-rows", type=int, default=100_000)
+    p.add_argument(
+        "--max-repair-rows",
+        type=int,
+        default=100_000,
+        help="more differing rows than this are not repaired (reseed the target instead)",
+    )
     p.add_argument("--show", type=int, default=20, help="differing keys listed per table")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument(

@@ -1,30 +1,19 @@
 """A short-lived connection to the hub for commands (`status`, repairs), made from any agent's
-config: a hub config connects with the hub's own keys, a client config with that client's."""
+config: a hub config connects with the hub's own keys, a client or admin config with its own."""
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import zmq
 
-from ..config import ClientConfig, HubConfig, load_client, load_hub
-from ..errors import ConfigError
+from ..config import AdminConfig, ClientConfig, HubConfig, load_any
 from . import curve
 
 
-def load_any(path: str) -> HubConfig | ClientConfig:
-    try:
-        with open(path, "rb") as handle:
-            data = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"cannot read config {path}: {exc}") from exc
-    return load_hub(path) if "hub" in data else load_client(path)
-
-
-def hub_endpoint(config: HubConfig | ClientConfig) -> str:
-    if isinstance(config, ClientConfig):
+def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
+    if isinstance(config, ClientConfig | AdminConfig):
         return config.hub
     # A hub bound to every interface is asked on loopback.
     return config.bind.replace("tcp://0.0.0.0:", "tcp://127.0.0.1:").replace(
@@ -35,7 +24,7 @@ def hub_endpoint(config: HubConfig | ClientConfig) -> str:
 @contextmanager
 def admin_socket(path: str) -> Iterator[tuple[zmq.Socket, str]]:
     """A DEALER connected to the hub named in the config at `path`, and the endpoint."""
-    config = load_any(path)
+    config = load_any(path, secrets=False)  # the hub is asked; database passwords are not needed
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)
     sock.linger = 0

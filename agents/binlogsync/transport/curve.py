@@ -8,22 +8,70 @@ stem is the host name that key may speak for, so one host cannot pose as another
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
 import zmq
 import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils import z85
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 
 
-def make_keys(directory: str | os.PathLike[str], name: str) -> tuple[Path, Path]:
+def refuse_existing(directory: str | os.PathLike[str], name: str) -> None:
+    """Raise UsageError when a key file of `name` exists in `directory`.
+
+    A new pair replaces the public key every peer trusts, so overwriting one silently locks
+    every client (or the hub) out until the new public key is copied everywhere.
+    """
+    folder = Path(directory)
+    existing = [f for f in (folder / f"{name}.key", folder / f"{name}.key_secret") if f.exists()]
+    if existing:
+        raise UsageError(
+            f"key file(s) already exist: {', '.join(str(f) for f in existing)}",
+            "keep them, or pass --force to replace them (then copy the new public key "
+            "to every peer that trusts the old one)",
+        )
+
+
+def make_keys(
+    directory: str | os.PathLike[str], name: str, force: bool = False
+) -> tuple[Path, Path]:
+    """Write `NAME.key` and `NAME.key_secret` (0600); refuses to replace a pair unless `force`."""
+    if not force:
+        refuse_existing(directory, name)
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     public, secret = zmq.auth.create_certificates(str(folder), name)
     os.chmod(secret, 0o600)
     return Path(public), Path(secret)
+
+
+def key_file_problem(file: Path, secret: bool) -> str | None:
+    """What is wrong with `file` as a CURVE key file (None when nothing is).
+
+    `secret`: the file must hold the secret key too (NAME.key_secret). Checked at config load
+    because a bad key only shows later as a handshake that never completes: silence.
+    """
+    if not file.is_file():
+        return f"{file} does not exist" if not file.exists() else f"{file} is not a file"
+    try:
+        public, secret_key = zmq.auth.load_certificate(str(file))
+    except (OSError, ValueError) as exc:
+        return f"{file} is not a CURVE key file ({exc})"
+    keys = {"public": public, "secret": secret_key} if secret_key else {"public": public}
+    for kind, key in keys.items():
+        try:
+            ok = len(z85.decode(key)) == 32
+        except (ValueError, KeyError, struct.error):
+            ok = False
+        if not ok:
+            return f"{file} holds a malformed {kind} key (not 40 Z85 characters)"
+    if secret and not secret_key:
+        return f"{file} holds only a public key"
+    return None
 
 
 def load_pair(secret_file: Path) -> tuple[bytes, bytes]:

@@ -232,7 +232,7 @@ def test_misconfigured_origin_is_refused_at_start_up(
     tmp_path: Path, sandbox: Sandbox, target: Server, dbname: str
 ) -> None:
     bad = sandbox.start("statement_origin", 50, "--binlog-format=STATEMENT")
-    s = site(tmp_path, bad, [target], dbname)
+    s = site(tmp_path, bad, [target], dbname, hub_port=1)  # refused before it connects
     result = subprocess.run(
         [
             sys.executable,

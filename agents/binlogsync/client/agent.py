@@ -187,8 +187,9 @@ class ClientAgent(RunLoop):
             if self.wake_pull in ready:
                 self._silence_wake()
             now = time.monotonic()
-            if self.welcomed and self.target is not None:
-                self._report_outcomes()
+            if self.welcomed:
+                if self.target is not None:
+                    self._report_outcomes()
                 if self.origin is not None:
                     self.origin.ship(self.link)
                     if self.origin.stalled:

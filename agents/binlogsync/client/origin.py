@@ -86,8 +86,8 @@ class Capture(RunLoop):
                     config.server_id,
                     position,
                     config.tables,
-                    part_rows=getattr(config, "part_rows", 10_000),
-                    part_bytes=getattr(config, "part_bytes", 8 * 1024 * 1024),
+                    part_rows=config.part_rows,
+                    part_bytes=config.part_bytes,
                 )
                 if self.stopping:
                     return 0

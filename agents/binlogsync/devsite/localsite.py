@@ -93,7 +93,7 @@ class LocalSite:
             authorized = self.keys / "authorized"
             authorized.mkdir(parents=True, exist_ok=True)
             for name in names:
-                public, _secret = make_keys(self.keys, name)
+                public, _secret = make_keys(self.keys, name, force=True)
                 if name != "hub":
                     (authorized / public.name).write_bytes(public.read_bytes())
         (self.root / "hub-data" / "endpoint").unlink(missing_ok=True)  # from an earlier run
@@ -137,7 +137,10 @@ class LocalSite:
             f'\n[[route]]\norigin = "origin"\ntables = [{tables}]\ntargets = [{targets}]\n'
             + self._security("hub", hub=True)
         )
-        self._add("hub", "server", text)
+        if "hub" in self.agents:
+            self.agents["hub"].config.write_text(text)
+        else:
+            self._add("hub", "server", text)
 
     def _origin_section(self) -> str:
         tables = ", ".join(f'"{t}"' for t in self.tables)
@@ -166,9 +169,9 @@ class LocalSite:
 
     # -- running ---------------------------------------------------------------------------
     def start(self, *names: str) -> None:
+        if self.hub_port is None:
+            self._learn_port()  # whatever is started, the hub's endpoint must be known
         for name in names or self.agents:
-            if name != "hub" and self.hub_port is None:
-                self._learn_port()
             self.agents[name].start()
 
     def _learn_port(self) -> None:

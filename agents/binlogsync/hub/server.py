@@ -78,7 +78,7 @@ class Hub(RunLoop):
             if security.enabled:
                 assert security.secret_key_file and security.authorized_keys_dir
                 self.access.host_keys = curve.authorized_keys(security.authorized_keys_dir)
-                admin_dir = getattr(security, "admin_keys_dir", None)
+                admin_dir = security.admin_keys_dir
                 if admin_dir is not None:
                     self.access.admin_keys = curve.authorized_keys(admin_dir)
                 own_public, _ = curve.load_pair(security.secret_key_file)

@@ -9,12 +9,24 @@ from contextlib import contextmanager
 import zmq
 
 from ..config import AdminConfig, ClientConfig, HubConfig, load_any
+from ..errors import ConfigError
 from . import curve
 
 
 def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
     if isinstance(config, ClientConfig | AdminConfig):
         return config.hub
+    if config.bind.endswith(":*"):
+        # The OS chose the port; the running hub wrote down which one.
+        found = config.data_dir / "endpoint"
+        try:
+            return found.read_text().strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"hub.bind {config.bind} lets the OS choose the port, and {found} (where the "
+                f"hub writes it) cannot be read: {exc.strerror}",
+                "start the hub first, or give hub.bind a fixed port",
+            ) from exc
     # A hub bound to every interface is asked on loopback.
     return config.bind.replace("tcp://0.0.0.0:", "tcp://127.0.0.1:").replace(
         "tcp://*:", "tcp://127.0.0.1:"

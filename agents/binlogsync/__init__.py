@@ -4,4 +4,4 @@ The library behind the `binlogsync` command: capture on origins, the hub, apply 
 Nothing runs at import time.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -87,6 +87,23 @@ def cmd_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_capture_skip(args: argparse.Namespace) -> int:
+    from .errors import UsageError
+    from .hubcommands import skip_capture
+    from .position import Position
+
+    to = None if args.to == "current" else Position.parse(args.to)
+    if not args.reason.strip():
+        raise UsageError("--reason is empty", "say why capture moves on; it is recorded")
+    before, after = skip_capture(args.config, args.origin, to, args.reason, args.timeout)
+    print(
+        f"capture of {args.origin} moved from {before or 'nothing stored'} to {after}; "
+        "the binlog between them is not replicated (recorded in the hub's log, shown by "
+        "`binlogsync status`)"
+    )
+    return 0
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .devsite.sandbox import Sandbox
 
@@ -204,6 +221,25 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
     s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
+
+    s = command(
+        "capture-skip",
+        "move an origin's capture past what it cannot capture (statement-based DML, a purged "
+        "binlog, …), on purpose and recorded; needs an admin key",
+    )
+    s.add_argument("--config", required=True, help="the hub's config or an [admin] config")
+    s.add_argument("--origin", required=True, help="host name of the origin")
+    s.add_argument(
+        "--to",
+        required=True,
+        help="FILE:OFFSET where capture resumes (the end of the transaction `status` shows), "
+        "or 'current' for the origin's binlog position now (after a reseed)",
+    )
+    s.add_argument("--reason", required=True, help="why; recorded in the hub's log")
+    s.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds to wait for the origin's agent"
+    )
+    s.set_defaults(func=cmd_capture_skip)
 
     s = command("sandbox", "throwaway MariaDB servers on loopback")
     s.add_argument(

@@ -1,4 +1,5 @@
-"""Commands that tools send to the hub: `fetch_status` (STATUS) and `send_repair` (REPAIR).
+"""Commands that tools send to the hub: `fetch_status` (STATUS), `send_repair` (REPAIR) and
+`skip_capture` (CAPTURE_SKIP). REPAIR and CAPTURE_SKIP need an admin key when CURVE is on.
 
 A repair sends source row images for the keys a reconciliation found
 different, applied on one target by the normal apply path.
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .codec import pack
-from .errors import ApplyError, UnreachableError
+from .errors import ApplyError, UnreachableError, UsageError
 from .model import Change, Transaction
 from .position import Position
 from .transport import frames
@@ -68,3 +69,30 @@ def fetch_status(path: str, timeout: float = 5.0) -> dict[str, Any]:
         if message.kind != frames.STATUS_REPLY:
             raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
         return dict(message.header["status"])
+
+
+def skip_capture(
+    config_path: str, origin: str, to: Position | None, reason: str, timeout: float = 60.0
+) -> tuple[Position | None, Position]:
+    """Move `origin`'s capture to `to` (None: its current binlog position) through the hub;
+    returns (where capture stood, where it resumes). The origin's agent must be online (or
+    come online within `timeout`): it reads `current`, and it restarts capture there."""
+    skip_id = uuid.uuid4().hex[:12]
+    header = {"origin": origin, "to": to, "reason": reason, "id": skip_id}
+    with admin_socket(config_path) as (sock, endpoint):
+        sock.send_multipart(frames.encode(frames.CAPTURE_SKIP, header))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                raise UnreachableError(
+                    f"capture-skip {skip_id} for {origin} was not confirmed within "
+                    f"{timeout:.0f} s (hub {endpoint}); it stays queued on the hub until "
+                    f"{origin}'s agent connects",
+                    f"is {origin}'s agent running? `binlogsync status` shows it",
+                )
+            message = frames.decode(sock.recv_multipart(), 1 << 26)
+            if message.kind == frames.SKIPPED and message.header["id"] == skip_id:
+                return message.header["skipped_from"], message.header["to"]
+            if message.kind == frames.ERROR:
+                raise UsageError(f"the hub refused capture-skip: {message.header['message']}")

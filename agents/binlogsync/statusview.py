@@ -22,12 +22,22 @@ def _table(rows: list[list[str]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
+def _error(t: dict[str, Any]) -> str:
+    if t.get("blocked"):
+        return f"BLOCKED: {t['blocked']}"
+    if not t["last_error"]:
+        return "-"
+    retry = f" (retry in {t['retry_in']:.0f} s)" if t.get("retry_in") is not None else ""
+    return f"at {_pos(t['error_position'])}: {t['last_error']}{retry}"
+
+
 def render(status: dict[str, Any]) -> str:
     now = status.get("time", time.time())
     stamp = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    epoch = f", log epoch {status['epoch']}" if status.get("epoch") else ""
     lines = [
-        f"hub {status['hub']} (binlogsync {status['version']}), up {status['uptime']:.0f} s"
-        f", at {stamp}",
+        f"hub {status['hub']} (binlogsync {status['version']}{epoch}), up "
+        f"{status['uptime']:.0f} s, at {stamp}",
         "",
     ]
     lines += _table(
@@ -44,12 +54,30 @@ def render(status: dict[str, Any]) -> str:
     )
     lines.append("")
     lines += _table(
-        [["ORIGIN", "HEAD (durable)", "STORED", "APPENDED"]]
+        [["ORIGIN", "CAPTURE", "HEAD (durable)", "STORED", "APPENDED", "SKIPS"]]
         + [
-            [o["origin"], _pos(o["head"]), str(o["stored"]), str(o["appended"])]
+            [
+                o["origin"],
+                "HALTED" if o.get("halted") else "running",
+                _pos(o["head"]),
+                str(o["stored"]),
+                str(o["appended"]),
+                str(o.get("capture_skips", 0)),
+            ]
             for o in status["origins"]
         ]
     )
+    for o in status["origins"]:
+        halted = o.get("halted")
+        if halted:
+            lines.append(f"  {o['origin']}: capture stopped: {halted['error']}")
+        pending = o.get("skip_pending")
+        if pending:
+            to = pending["to"] if isinstance(pending["to"], str) else _pos(pending["to"])
+            lines.append(
+                f"  {o['origin']}: capture-skip {pending['id']} to {to} waits for the origin's "
+                "agent"
+            )
     lines.append("")
     lines += _table(
         [["TARGET", "ORIGIN", "APPLIED", "BACKLOG", "AGE", "LAST ERROR"]]
@@ -60,11 +88,7 @@ def render(status: dict[str, Any]) -> str:
                 _pos(t["applied"]),
                 str(t["backlog"]),
                 f"{t['backlog_age_seconds']:.1f} s",
-                (
-                    f"at {_pos(t['error_position'])}: {t['last_error']} (retry in {t['retry_in']:.0f} s)"
-                    if t["last_error"]
-                    else "-"
-                ),
+                _error(t),
             ]
             for t in status["targets"]
         ]

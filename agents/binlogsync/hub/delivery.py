@@ -258,6 +258,8 @@ class Delivery:
     def _body(self, origin: str, target: str, entry: Entry, whole: bool) -> bytes:
         if not entry.payload or whole:
             return entry.payload
+        if entry.tables is not None and self.router.unchanged(origin, target, entry.tables):
+            return entry.payload
         tx = entry.tx or Transaction.from_wire(unpack(entry.payload))
         routed = self.router.for_target(origin, target, tx)
         if routed is tx:
@@ -300,8 +302,10 @@ class Delivery:
             if len(cursor.inflight) >= self.config.window:
                 return False
             number = cursor.parts_sent + 1
-            body = self.log.part(origin, entry.begin_key, number)
-            if not whole:
+            body, tables = self.log.part(origin, entry.begin_key, number)
+            if not whole and (
+                tables is None or not self.router.unchanged(origin, host.name, tables)
+            ):
                 body = self._routed_part(origin, host.name, body)
             if len(body) > budget:
                 self._too_large(cursor, entry.position, len(body), host)
@@ -383,7 +387,9 @@ class Delivery:
             for key in dirty:
                 self.cursors[key].dirty = False
 
-    def compact(self) -> None:
+    def compact(self) -> bool:
+        """Compact a step; True when more is left to drop (call again soon)."""
+        more = False
         for origin in self.origins.names:
             cursors = [c for c in self.of_origin(origin) if not c.blocked]
             if not cursors or any(c.repairs for c in cursors):
@@ -391,6 +397,8 @@ class Delivery:
             lowest = min(cursors, key=lambda c: c.applied_key)
             if lowest.applied is None:
                 continue
-            dropped = self.log.compact(origin, lowest.applied)
+            dropped, done = self.log.compact(origin, lowest.applied)
+            more = more or not done
             if dropped:
                 log.debug("compacted %d transactions of %s", dropped, origin)
+        return more

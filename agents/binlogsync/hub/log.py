@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import ConfigError
 from ..model import Transaction
@@ -55,6 +56,7 @@ CREATE TABLE IF NOT EXISTS log (
     payload BLOB NOT NULL,
     parts INTEGER NOT NULL DEFAULT 0,
     begin_key INTEGER,
+    tables TEXT,
     PRIMARY KEY (origin, pos_key)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS parts (
@@ -62,6 +64,7 @@ CREATE TABLE IF NOT EXISTS parts (
     begin_key INTEGER NOT NULL,
     number INTEGER NOT NULL,
     payload BLOB NOT NULL,
+    tables TEXT,
     PRIMARY KEY (origin, begin_key, number)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cursors (
@@ -82,6 +85,18 @@ CREATE TABLE IF NOT EXISTS capture_skips (
 );
 """
 _FORMAT = "2"  # the layout above; a log of another layout is refused, never misread
+_UNKNOWN: Any = object()
+
+
+Tables = tuple[tuple[str, str], ...]
+
+
+def tables_text(tables: Tables | None) -> str | None:
+    return None if tables is None else json.dumps(tables)
+
+
+def tables_of(text: str | None) -> Tables | None:
+    return None if text is None else tuple((s, t) for s, t in json.loads(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +107,7 @@ class Entry:
     tx: Transaction | None = None  # decoded, when at hand (not stored)
     parts: int = 0  # > 0: stored in parts under `begin_key`
     begin_key: int | None = None
+    tables: Tables | None = None  # the (schema, table)s its changes touch, when known
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +119,7 @@ class StagedPart:
     payload: bytes
     end: Position | None
     timestamp: float
+    tables: Tables | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +149,8 @@ class HubLog:
         self._check_format()
         self.db.executescript(_SCHEMA)
         self.epoch = self._epoch()
+        # Per origin: (begin_key, last number) of the large transaction arriving now, or None.
+        self._staging: dict[str, tuple[int, int] | None] = {}
         self.heads: dict[str, OriginHead] = {
             origin: OriginHead(origin, _pos(head), ts, appended, _pos(floor) if floor else None)
             for origin, head, ts, appended, floor in self.db.execute(
@@ -198,6 +217,7 @@ class HubLog:
             self.db.execute("DELETE FROM parts WHERE origin=?", (origin,))
             self.db.execute("DELETE FROM origins WHERE origin=?", (origin,))
         self.heads.pop(origin, None)
+        self._staging.pop(origin, None)
         self.register(origin, start)
         return int(dropped)
 
@@ -237,8 +257,7 @@ class HubLog:
         rows: list[tuple[object, ...]] = []
         parts: list[tuple[object, ...]] = []
         wipe: int | None = None
-        staged: tuple[int, int] | None = None
-        looked = False  # whether `staged` was read from the table yet
+        staged = self._staging.get(origin, _UNKNOWN)
         last: Entry | StagedPart | None = None
         last_position: Position | None = None
         appended = current.appended if current else 0
@@ -252,13 +271,13 @@ class HubLog:
                     appended += 1
                     rows.append(
                         (origin, item.position.key, appended, _text(item.position),
-                         item.timestamp, item.payload, 0, None)
+                         item.timestamp, item.payload, 0, None, tables_text(item.tables))
                     )  # fmt: skip
                 continue
             if item.begin_key < head_key:
                 continue  # a part of a transaction stored whole already
-            if not looked:
-                staged, looked = self._staged(origin, head_key), True
+            if staged is _UNKNOWN:
+                staged = self._staged(origin, head_key)
             if item.number == 1:
                 wipe, staged = item.begin_key, (item.begin_key, 0)
             if staged is None or staged != (item.begin_key, item.number - 1):
@@ -267,7 +286,9 @@ class HubLog:
                     f"follow what is stored ({staged})"
                 )
             staged = (item.begin_key, item.number)
-            parts.append((origin, item.begin_key, item.number, item.payload))
+            parts.append(
+                (origin, item.begin_key, item.number, item.payload, tables_text(item.tables))
+            )
             if item.end is not None:
                 if item.end.key <= head_key:
                     raise ValueError(f"the last part ends at {item.end}, not above the head")
@@ -275,19 +296,20 @@ class HubLog:
                 appended += 1
                 rows.append(
                     (origin, item.end.key, appended, _text(item.end), item.timestamp, b"",
-                     item.number, item.begin_key)
+                     item.number, item.begin_key, None)
                 )  # fmt: skip
                 last, last_position, staged = item, item.end, None
         if not parts and last_position is None:
             return (current.head if current else None), 0
+        self._staging.pop(origin, None)  # known again once the commit below is done
         with self.db:
             self.db.execute("BEGIN")
             if wipe is not None:  # the origin started this transaction over: drop its old parts
                 self.db.execute("DELETE FROM parts WHERE origin=? AND begin_key>=?", (origin, wipe))
-            self.db.executemany("INSERT OR REPLACE INTO parts VALUES (?,?,?,?)", parts)
+            self.db.executemany("INSERT OR REPLACE INTO parts VALUES (?,?,?,?,?)", parts)
             self.db.executemany(
                 "INSERT OR IGNORE INTO log (origin, pos_key, seq, position, ts, payload, parts, "
-                "begin_key) VALUES (?,?,?,?,?,?,?,?)",
+                "begin_key, tables) VALUES (?,?,?,?,?,?,?,?,?)",
                 rows,
             )
             if last_position is not None:
@@ -300,6 +322,8 @@ class HubLog:
                     (origin, last_position.key, _text(last_position), time.time(), appended,
                      last.timestamp),
                 )  # fmt: skip
+        if staged is not _UNKNOWN:
+            self._staging[origin] = staged
         if last_position is None:
             return (current.head if current else None), 0
         assert last is not None
@@ -308,7 +332,8 @@ class HubLog:
         return last_position, appended - (current.appended if current else 0)
 
     def _staged(self, origin: str, head_key: int) -> tuple[int, int] | None:
-        """(begin_key, highest number) of the transaction whose parts are arriving, if any."""
+        """(begin_key, highest number) of the transaction whose parts are arriving, if any,
+        as stored (read once after start-up; then `_staging` keeps it)."""
         row = self.db.execute(
             "SELECT begin_key, MAX(number) FROM parts WHERE origin=? AND begin_key>=? "
             "GROUP BY begin_key ORDER BY begin_key DESC LIMIT 1",
@@ -320,6 +345,7 @@ class HubLog:
         """Move `origin`'s head to `to` on purpose (`capture-skip`), with a record; returns the
         head it had. The binlog between them is not captured: targets skip it."""
         before = self.head(origin)
+        self._staging.pop(origin, None)
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")
@@ -360,20 +386,24 @@ class HubLog:
     # -- reading -----------------------------------------------------------------------------
     def read(self, origin: str, after_key: int, limit: int) -> list[Entry]:
         rows = self.db.execute(
-            "SELECT position, ts, payload, parts, begin_key FROM log WHERE origin=? AND pos_key>? "
-            "ORDER BY pos_key LIMIT ?",
+            "SELECT position, ts, payload, parts, begin_key, tables FROM log WHERE origin=? "
+            "AND pos_key>? ORDER BY pos_key LIMIT ?",
             (origin, after_key, limit),
         ).fetchall()
-        return [Entry(_pos(p), ts, payload, None, n, b) for p, ts, payload, n, b in rows]
+        return [
+            Entry(_pos(p), ts, payload, None, n, b, tables_of(t))
+            for p, ts, payload, n, b, t in rows
+        ]
 
-    def part(self, origin: str, begin_key: int, number: int) -> bytes:
+    def part(self, origin: str, begin_key: int, number: int) -> tuple[bytes, Tables | None]:
+        """A stored part's payload and the tables its changes touch."""
         row = self.db.execute(
-            "SELECT payload FROM parts WHERE origin=? AND begin_key=? AND number=?",
+            "SELECT payload, tables FROM parts WHERE origin=? AND begin_key=? AND number=?",
             (origin, begin_key, number),
         ).fetchone()
         if row is None:
             raise LookupError(f"part {number} of {origin}'s transaction at {begin_key} is gone")
-        return bytes(row[0])
+        return bytes(row[0]), tables_of(row[1])
 
     def backlog(self, origin: str, after_key: int) -> tuple[int, float | None]:
         """How many stored transactions lie after `after_key`, and the oldest one's time.
@@ -418,27 +448,59 @@ class HubLog:
                 [(t, o, p.key, _text(p), now) for (t, o), p in cursors.items()],
             )
 
-    def compact(self, origin: str, below: Position) -> int:
-        """Drop entries every target of `origin` has applied (at or below `below`); the floor
-        rises to `below`."""
-        below_key = below.key
+    def compact(
+        self, origin: str, below: Position, rows: int = 2000, parts: int = 8
+    ) -> tuple[int, bool]:
+        """Drop entries every target of `origin` has applied (at or below `below`), oldest
+        first, at most `rows` log rows and `parts` stored parts (about `part_bytes` each) in
+        one commit, so that the hub's loop never stalls on a big delete; the floor rises with
+        them. Returns (how many transactions were dropped, whether all up to `below` are)."""
+        found = self.db.execute(
+            "SELECT pos_key, position, begin_key, parts FROM log WHERE origin=? AND pos_key<=? "
+            "ORDER BY pos_key LIMIT ?",
+            (origin, below.key, rows + 1),
+        ).fetchall()
+        gone: list[tuple[int, str]] = []  # log rows whose parts are all deleted
+        done = len(found) <= rows
         with self.db:
             self.db.execute("BEGIN")
-            self.db.execute(
-                "DELETE FROM parts WHERE origin=? AND begin_key IN (SELECT begin_key FROM log "
-                "WHERE origin=? AND pos_key<=? AND begin_key IS NOT NULL)",
-                (origin, origin, below_key),
-            )
-            cur = self.db.execute(
-                "DELETE FROM log WHERE origin=? AND pos_key<=?", (origin, below_key)
-            )
-            self.db.execute(
-                "UPDATE origins SET floor_key=?, floor=? WHERE origin=? AND floor_key<?",
-                (below_key, _text(below), origin, below_key),
-            )
+            for pos_key, position, begin_key, count in found[:rows]:
+                if count:
+                    if parts <= 0:
+                        done = False
+                        break
+                    deleted = self.db.execute(
+                        "DELETE FROM parts WHERE origin=? AND begin_key=? AND number IN ("
+                        "SELECT number FROM parts WHERE origin=? AND begin_key=? "
+                        "ORDER BY number LIMIT ?)",
+                        (origin, begin_key, origin, begin_key, parts),
+                    ).rowcount
+                    parts -= deleted
+                    left = self.db.execute(
+                        "SELECT 1 FROM parts WHERE origin=? AND begin_key=? LIMIT 1",
+                        (origin, begin_key),
+                    ).fetchone()
+                    if left is not None:
+                        done = False
+                        break
+                gone.append((pos_key, position))
+            floor = below if done else (_pos(gone[-1][1]) if gone else None)
+            if gone:
+                self.db.execute(
+                    "DELETE FROM log WHERE origin=? AND pos_key<=?", (origin, gone[-1][0])
+                )
+            if floor is not None:
+                self.db.execute(
+                    "UPDATE origins SET floor_key=?, floor=? WHERE origin=? AND floor_key<?",
+                    (floor.key, _text(floor), origin, floor.key),
+                )
         known = self.heads.get(origin)
-        if known is not None and (known.floor is None or below_key > known.floor.key):
+        if (
+            floor is not None
+            and known is not None
+            and (known.floor is None or floor.key > known.floor.key)
+        ):
             self.heads[origin] = OriginHead(
-                origin, known.head, known.head_ts, known.appended, below
+                origin, known.head, known.head_ts, known.appended, floor
             )
-        return int(cur.rowcount)
+        return len(gone), done

@@ -32,7 +32,7 @@ from ..codec import unpack
 from ..config import HubConfig
 from ..errors import ProtocolError
 from ..metrics import HubMetrics
-from ..model import Part, Transaction, body_from_wire
+from ..model import Transaction, body_from_wire
 from ..position import Position
 from ..transport import frames
 from .hosts import Host, Hosts
@@ -179,12 +179,15 @@ class Origins:
         limit = self.config.max_message_bytes
         for body in message.bodies:
             item = body_from_wire(unpack(body, limit))
+            tables = tuple(sorted({(c.schema, c.table) for c in item.changes}))
             if isinstance(item, Transaction):
-                batch.items.append(
-                    Entry(item.position, item.timestamp, body if item.changes else b"", item)
-                )
+                payload = body if item.changes else b""
+                entry = Entry(item.position, item.timestamp, payload, item, tables=tables)
+                batch.items.append(entry)
             else:
-                batch.items.append(_staged(item, body))
+                batch.items.append(
+                    StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, tables)
+                )
         pending.setdefault(host.name, []).append(batch)
 
     def _ahead(self, name: str, pending: dict[str, list[Pending]]) -> Position | None:
@@ -309,10 +312,6 @@ class Origins:
         assert to is not None
         header = {"id": skip.id, "origin": skip.origin, "skipped_from": before, "to": to}
         self.send(skip.requester, frames.SKIPPED, header, ())
-
-
-def _staged(part: Part, body: bytes) -> StagedPart:
-    return StagedPart(part.begin.key, part.number, body, part.end, part.timestamp)
 
 
 def _position(value: Any) -> dict[str, Any] | None:

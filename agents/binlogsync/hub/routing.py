@@ -3,8 +3,10 @@ schema name."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..config import Route
-from ..model import Change, Transaction
+from ..model import Transaction
 
 
 class Router:
@@ -30,28 +32,37 @@ class Router:
             "*.*" in r.tables.patterns and not r.rename for r in self._routes(origin, target)
         )
 
-    def _route_for(self, routes: list[Route], change: Change) -> Route | None:
+    def _route_for(self, routes: list[Route], schema: str, table: str) -> Route | None:
         for route in routes:
-            if change.table and route.tables.matches(change.schema, change.table):
+            if table and route.tables.matches(schema, table):
                 return route
-            if not change.table and route.tables.covers_schema(change.schema):
+            if not table and route.tables.covers_schema(schema):
                 return route
         return None
 
-    def _decide(self, origin: str, target: str, change: Change) -> Route | None:
-        key = (origin, target, change.schema, change.table)
+    def _decide(self, origin: str, target: str, schema: str, table: str) -> Route | None:
+        key = (origin, target, schema, table)
         if key not in self._decisions:  # glob matching is slow; the answer never changes
             if len(self._decisions) > 100_000:
                 self._decisions.clear()
-            self._decisions[key] = self._route_for(self._routes(origin, target), change)
+            self._decisions[key] = self._route_for(self._routes(origin, target), schema, table)
         return self._decisions[key]
+
+    def unchanged(self, origin: str, target: str, tables: Iterable[tuple[str, str]]) -> bool:
+        """True when changes of these (schema, table)s all reach `target` as they are (routed,
+        no schema renamed), so the stored bytes can be forwarded without decoding them."""
+        for schema, table in tables:
+            route = self._decide(origin, target, schema, table)
+            if route is None or route.target_schema(schema) != schema:
+                return False
+        return True
 
     def for_target(self, origin: str, target: str, tx: Transaction) -> Transaction:
         """The part of `tx` that `target` receives (possibly no changes: the position still
         moves). `tx` itself when the target receives all of it unchanged."""
         kept = []
         for change in tx.changes:
-            route = self._decide(origin, target, change)
+            route = self._decide(origin, target, change.schema, change.table)
             if route is not None:
                 schema = route.target_schema(change.schema)
                 kept.append(change if schema == change.schema else change.renamed(schema))

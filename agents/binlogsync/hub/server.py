@@ -41,7 +41,8 @@ from .routing import Router
 
 log = logging.getLogger("binlogsync.hub")
 
-_DRAIN = 2000  # messages taken per turn before storing and answering
+_DRAIN = 2000  # messages taken per turn before storing and answering …
+_DRAIN_SECONDS = 0.05  # … or this much time: a turn stays short, so PINGs are answered
 _HANDSHAKE_EVENTS = zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 
@@ -148,21 +149,23 @@ class Hub(RunLoop):
         next_compaction = time.monotonic() + self.config.compact_interval
         while not self.stopping:
             ready = dict(poller.poll(int(tick * 1000)))
+            behind = False
             if sock in ready:
-                self._drain(sock)
+                behind = self._drain(sock)
             if monitor in ready:
                 self._handshakes(monitor)
             now = time.monotonic()
             if now >= next_housekeeping:
                 next_housekeeping = now + tick
-                self._check_liveness()
+                if not behind:  # a heartbeat may wait in the socket: read it first
+                    self._check_liveness()
                 self.delivery.flush()
             if now >= next_gauges:
                 next_gauges = now + 1.0
                 self._update_gauges()
             if now >= next_compaction:
-                next_compaction = now + self.config.compact_interval
-                self.delivery.compact()
+                more = self.delivery.compact()
+                next_compaction = now + (tick if more else self.config.compact_interval)
 
     def _handshakes(self, monitor: zmq.Socket[bytes]) -> None:
         while True:
@@ -178,10 +181,17 @@ class Hub(RunLoop):
                 )
 
     # -- receiving -------------------------------------------------------------------------
-    def _drain(self, sock: zmq.Socket[bytes]) -> None:
+    def _drain(self, sock: zmq.Socket[bytes]) -> bool:
+        """Take what arrived (within the turn's limits), store, answer, deliver; True when
+        messages were left waiting."""
         pending: dict[str, list[Pending]] = {}
         touched: set[tuple[str, str]] = set()
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        behind = False
         for _ in range(_DRAIN):
+            if time.monotonic() > deadline:
+                behind = True
+                break
             try:
                 parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -202,6 +212,7 @@ class Hub(RunLoop):
             touched.update((t, origin) for t in self.router.targets_of(origin))
         for target, origin in sorted(touched):
             self.delivery.pump(target, origin)
+        return behind
 
     def _dispatch(
         self,

@@ -91,7 +91,7 @@ class Position:
             or not 0 <= offset < 1 << _OFFSET_BITS
         ):
             raise ProtocolError(f"malformed position {str(data)[:200]}")
-        if gtid is not None and (not isinstance(gtid, str) or len(gtid) > 4096):
+        if gtid is not None and (not isinstance(gtid, str) or len(gtid) > 255):
             raise ProtocolError(f"malformed gtid in position {str(data)[:200]}")
         file_number(file)
         return cls(file, offset, gtid)

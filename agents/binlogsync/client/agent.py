@@ -71,15 +71,16 @@ class HelloInfo(RunLoop):
                     "cannot read the target's checkpoints (%s); retrying in %.1f s", exc, delay
                 )
                 self.stop_event.wait(delay)
-        start = oldest = None
+        start = oldest = current = None
         if agent.origin is not None:
-            start, oldest = agent.origin.positions()
+            start, oldest, current = agent.origin.positions()
         header: dict[str, Any] = {
             "host": agent.config.name,
             "roles": agent.roles,
             "checkpoints": checkpoints,
             "start": start,
             "oldest": oldest,
+            "current": current,
             "agent": __version__,
             "max_message_bytes": agent.config.max_message_bytes,
         }

@@ -164,18 +164,19 @@ class OriginRole:
         self.stalled = False  # a BATCH could not be sent: nothing more until a restart
 
     # -- HELLO ---------------------------------------------------------------------------------
-    def positions(self) -> tuple[Position | None, Position | None]:
-        """(current, oldest) binlog positions for HELLO; blocks on the origin (call off the
-        agent's loop). None where the origin cannot be read now."""
+    def positions(self) -> tuple[Position | None, Position | None, Position | None]:
+        """(start, oldest, current) binlog positions for HELLO: where a never-seen origin
+        starts (origin.start), the oldest the binlog still has, and where it ends now. Blocks
+        on the origin (call it off the agent's loop); None where it cannot be read now."""
         db = self.config.database
         try:
             current = current_position(db)
             oldest = earliest_position(db)
         except BinlogsyncError as exc:
             log.warning("cannot read the origin's binlog positions yet: %s", exc)
-            return None, None
+            return None, None, None
         start = current if self.config.start == "current" else oldest
-        return start, oldest
+        return start, oldest, current
 
     # -- the capture thread --------------------------------------------------------------------
     def start(self, resume: Position) -> None:

@@ -43,7 +43,8 @@ class Cursor:
     error_position: Position | None = None
     error_at: float | None = None
     retry_in: float | None = None
-    blocked: str = ""  # nothing is delivered while set (a reseed is needed): the reason
+    blocked: str = ""  # nothing is delivered while set: the reason
+    blocked_by: str = ""  # "floor": the log lacks what it needs; "size": a message too large
     repairs: deque[Repair] = field(default_factory=deque)  # waiting, first one maybe in flight
     repair_seq: int | None = None  # seq of the DELIVER that carries repairs[0]
 

@@ -106,7 +106,7 @@ class Delivery:
             position, epoch = reported.get(origin, (None, None))
             cursor.reset_to(position, epoch)
             self.reported.add((host.name, origin))
-            cursor.blocked = ""
+            cursor.blocked = cursor.blocked_by = ""
         for origin in sorted(self.router.origins_of(host.name)):
             self.check_floor(origin)
 
@@ -114,6 +114,9 @@ class Delivery:
         """Targets that need more of `origin` than this log holds: restart capture for them if
         the origin's binlog still has it, else block them with the reason."""
         floor = self.log.floor(origin)
+        for cursor in self.of_origin(origin):
+            if cursor.blocked_by == "floor":
+                cursor.blocked = cursor.blocked_by = ""  # decided again below
         if floor is None:
             return
         behind = [
@@ -151,7 +154,7 @@ class Delivery:
                 )
             if cursor.blocked != reason:
                 log.error("target %s, origin %s: %s", cursor.target, origin, reason)
-            cursor.blocked = reason
+            cursor.blocked, cursor.blocked_by = reason, "floor"
 
     # -- sending -------------------------------------------------------------------------------
     def forward(self, origin: str, items: Sequence[Any]) -> None:
@@ -212,7 +215,8 @@ class Delivery:
         host = self.hosts[target]
         if not host.online or "target" not in host.roles:
             return False
-        budget = max(1, min(DELIVER_BYTES, host.max_message_bytes - _FRAME_ROOM))
+        hard = host.max_message_bytes - _FRAME_ROOM  # no message may be larger
+        budget = min(DELIVER_BYTES, hard)  # bodies batched per message; a larger one goes alone
         whole = self.router.passes_whole(origin, target)
         bodies: list[bytes] = []
         size = 0
@@ -225,11 +229,11 @@ class Delivery:
                 if upto is not None and not self._deliver(host, cursor, bodies, upto, oldest):
                     return False
                 bodies, size, upto, oldest = [], 0, None, None
-                if not self._send_parts(host, origin, cursor, entry, budget):
+                if not self._send_parts(host, origin, cursor, entry, hard):
                     return False
                 continue
             body = self._body(origin, target, entry, whole)
-            if body and len(body) > budget:
+            if body and len(body) > hard:
                 self._too_large(cursor, entry.position, len(body), host)
                 return False
             if (
@@ -311,14 +315,15 @@ class Delivery:
                 self._too_large(cursor, entry.position, len(body), host)
                 return False
             last = number == entry.parts
-            header = {
+            header: dict[str, Any] = {
                 "origin": origin,
                 "seq": cursor.next_seq,
                 "upto": entry.position,
                 "after": cursor.sent_position,
                 "part": number,
-                "ts": entry.timestamp,
             }
+            if 0 <= entry.timestamp <= frames.MAX_NUM:
+                header["ts"] = entry.timestamp
             if not self.send(host.identity, frames.DELIVER, header, [body]):
                 return False
             cursor.sent(entry.position.key, part=not last)
@@ -391,7 +396,9 @@ class Delivery:
         """Compact a step; True when more is left to drop (call again soon)."""
         more = False
         for origin in self.origins.names:
-            cursors = [c for c in self.of_origin(origin) if not c.blocked]
+            # A target that needs a reseed does not hold the log; one waiting for a larger
+            # max_message_bytes does.
+            cursors = [c for c in self.of_origin(origin) if c.blocked_by != "floor"]
             if not cursors or any(c.repairs for c in cursors):
                 continue  # a repair will send its target back to its snapshot: keep the log
             lowest = min(cursors, key=lambda c: c.applied_key)

@@ -103,11 +103,13 @@ class Origins:
         name = host.name
         if name not in self.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")
-        start, self.oldest[name] = header["start"], header["oldest"]
+        start = header["start"]
+        if header["oldest"] is not None:  # unknown now (database unreachable): keep the last
+            self.oldest[name] = header["oldest"]
         self._note_halt(name, header.get("halted"))
         skip = self.skips.pop(name, None)
         if skip is not None:
-            self._skip(name, skip, start)
+            self._skip(name, skip, header.get("current"))
         if self.log.head(name) is None:
             self._register(name, start, reports)
         return self.log.head(name)
@@ -264,6 +266,11 @@ class Origins:
                 f"{to} is not above {name}'s head {head}; capture already passed it",
                 "give a position after the one `binlogsync status` shows",
             )
+        earlier = self.skips.get(name)
+        if earlier is not None:
+            self._answer_skip(
+                earlier, None, None, f"replaced by capture-skip {header['id']} before it ran"
+            )
         self.skips[name] = SkipRequest(name, identity, header["id"], to, header["reason"])
         host = self.hosts.get(name)
         log.warning(
@@ -276,8 +283,8 @@ class Origins:
         if host is not None and host.online:
             self.kick(host, "capture-skip requested")  # it says HELLO, with its position
 
-    def _skip(self, name: str, skip: SkipRequest, start: Position | None) -> None:
-        to = skip.to or start
+    def _skip(self, name: str, skip: SkipRequest, current: Position | None) -> None:
+        to = skip.to or current
         if to is None:
             self._answer_skip(skip, None, None, "the origin could not tell its current position")
             return

@@ -257,6 +257,11 @@ class Hub(RunLoop):
                 f"host {name[:64]!r} is not in any [[route]] of the hub config",
                 "add it to a route's origin or targets, or fix client.name",
             )
+        if header["max_message_bytes"] < 1 << 20:
+            raise ProtocolError(
+                f"{name}'s max_message_bytes ({header['max_message_bytes']}) is below 1 MiB",
+                "raise client.max_message_bytes",
+            )
         roles = tuple(r for r in header["roles"] if r in ("origin", "target"))
         if "origin" in roles and name not in self.origins.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")

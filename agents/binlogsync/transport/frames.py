@@ -35,7 +35,7 @@ PING, PONG, STATUS, STATUS_REPLY, ERROR = b"PING", b"PONG", b"STATUS", b"STATUS_
 REPAIR, REPAIRED = b"REPAIR", b"REPAIRED"
 CAPTURE_SKIP, SKIPPED = b"CAPTURE_SKIP", b"SKIPPED"
 
-# Field types: str, int (0 ≤ n < 2**63), num (finite, 0 ≤ x ≤ 1e9), bool, pos (a position),
+# Field types: str, int (0 ≤ n < 2**63), num (finite, 0 ≤ x ≤ 1e12), bool, pos (a position),
 # pos? (a position or nil), list, map, str? (a string or nil).
 _STR, _INT, _NUM, _BOOL = "str", "int", "num", "bool"
 _POS, _OPTPOS, _LIST, _MAP, _OPTSTR = "pos", "pos?", "list", "map", "str?"
@@ -70,7 +70,7 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     SKIPPED: {"id": _STR, "origin": _STR, "skipped_from": _OPTPOS, "to": _POS},
 }
 OPTIONAL: dict[bytes, dict[str, str]] = {
-    HELLO: {"halted": _MAP},
+    HELLO: {"halted": _MAP, "current": _OPTPOS},
     DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM},
     FAILED: {"seq": _INT, "repair": _BOOL, "resend": _BOOL},
 }

@@ -130,6 +130,10 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.which == "large-tx":
+        from .devsite.large_tx import main as large_tx_main
+
+        return large_tx_main(args)
     from .devsite.paper_timing import main as paper_main
 
     return paper_main(args)
@@ -251,11 +255,20 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_sandbox)
 
     s = command("bench", "benchmarks")
-    s.add_argument("which", choices=["paper"], help="paper: the paper's Table 1")
+    s.add_argument(
+        "which",
+        choices=["paper", "large-tx"],
+        help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory",
+    )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
     s.add_argument(
-        "--rows", default="100,200,400,600,1000", help="statement counts, comma-separated"
+        "--rows", default="100,200,400,600,1000", help="paper: statement counts, comma-separated"
+    )
+    s.add_argument(
+        "--sizes",
+        default="1000000,5000000",
+        help="large-tx: rows per transaction, comma-separated",
     )
     s.add_argument(
         "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"

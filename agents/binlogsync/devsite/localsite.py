@@ -84,6 +84,7 @@ class LocalSite:
     hub_port: int | None = None
     agents: dict[str, Agent] = field(default_factory=dict)
     origin_extra: str = ""  # more [origin] lines, e.g. "part_rows = 1000"
+    client_extra: dict[str, str] = field(default_factory=dict)  # name → more [client] lines
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -157,9 +158,26 @@ class LocalSite:
     def _write_client(self, name: str, roles: str) -> None:
         text = (
             f'[client]\nname = "{name}"\nhub = "{self.endpoint}"\n'
-            f"heartbeat_interval = {self.heartbeat}\n" + roles + self._security(name, False)
+            f"heartbeat_interval = {self.heartbeat}\n{self.client_extra.get(name, '')}\n"
+            + roles
+            + self._security(name, False)
         )
         self.agents[name].config.write_text(text)
+
+    def peak_rss_mb(self, name: str) -> float:
+        """The agent process's peak resident memory so far (Linux VmHWM), in MiB."""
+        process = self.agents[name].process
+        assert process is not None, f"{name} is not running"
+        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        raise RuntimeError("no VmHWM in /proc (not Linux?)")
+
+    def reset_peak_rss(self, name: str) -> None:
+        """Start the agent's peak resident memory over from its current size (clear_refs 5)."""
+        process = self.agents[name].process
+        assert process is not None, f"{name} is not running"
+        Path(f"/proc/{process.pid}/clear_refs").write_text("5")
 
     def _add(self, name: str, kind: str, text: str) -> None:
         config = self.root / f"{name}.toml"

@@ -53,11 +53,14 @@ class Cell:
     paper_seconds: float
 
 
-class _Clock:
+class Clock:
     """Waits, in two threads, for binlogsync and for the native replica to reach a GTID."""
 
-    def __init__(self, origin: Server, target: Server, replica: Server) -> None:
+    def __init__(
+        self, origin: Server, target: Server, replica: Server, timeout: float = 120
+    ) -> None:
         self.origin, self.target, self.replica = origin, target, replica
+        self.timeout = timeout
         self.target_conn = target.connect()
         self.replica_conn = replica.connect()
 
@@ -68,7 +71,7 @@ class _Clock:
     def _ours(self, gtid: str, out: dict[str, float]) -> None:
         want = gtid_seq(gtid)
         with self.target_conn.cursor() as cur:
-            deadline = time.monotonic() + 120
+            deadline = time.monotonic() + self.timeout
             while time.monotonic() < deadline:
                 position = checkpoints.read(cur, "origin")
                 if position and gtid_seq(position.gtid) >= want:
@@ -78,7 +81,7 @@ class _Clock:
 
     def _native(self, gtid: str, out: dict[str, float]) -> None:
         with self.replica_conn.cursor() as cur:
-            cur.execute("SELECT MASTER_GTID_WAIT(%s, 120)", (gtid,))
+            cur.execute("SELECT MASTER_GTID_WAIT(%s, %s)", (gtid, self.timeout))
             if cur.fetchone()[0] == 0:
                 out["native"] = time.perf_counter()
 
@@ -90,7 +93,9 @@ class _Clock:
         for t in threads:
             t.join()
         if set(out) != {"ours", "native"}:
-            raise RuntimeError(f"replication did not finish within 120 s: reached {sorted(out)}")
+            raise RuntimeError(
+                f"replication did not finish within {self.timeout:.0f} s: reached {sorted(out)}"
+            )
         return out
 
 
@@ -132,7 +137,7 @@ def _statements(dml: str, n: int) -> list[tuple[str, tuple[Any, ...]]]:
 
 
 def measure_cell(
-    origin: Server, target: Server, replica: Server, clock: _Clock, dml: str, n: int
+    origin: Server, target: Server, replica: Server, clock: Clock, dml: str, n: int
 ) -> Cell:
     _prepare(origin, 0 if dml == "insert" else 1000)
     _settle(origin, target, replica)
@@ -193,7 +198,7 @@ def run(root: Path, rows: list[int], runs: int, progress: bool = True) -> list[C
         site = LocalSite(root / "site", origin, [target], tables=(f"{SCHEMA}.*",))
         site.start()
         _settle(origin, target, replica)
-        clock = _Clock(origin, target, replica)
+        clock = Clock(origin, target, replica)
         cells: list[Cell] = []
         try:
             for dml in ("insert", "update", "delete"):

@@ -70,7 +70,7 @@ def render(status: dict[str, Any]) -> str:
     for o in status["origins"]:
         halted = o.get("halted")
         if halted:
-            lines.append(f"  {o['origin']}: capture stopped: {halted['error']}")
+            lines.append(f"  {o['origin']}: {halted['error']}")
         pending = o.get("skip_pending")
         if pending:
             to = pending["to"] if isinstance(pending["to"], str) else _pos(pending["to"])

@@ -228,8 +228,11 @@ class OriginRole:
         """Capture cannot go on by itself: keep the reason for status (HALTED, HELLO)."""
         if generation != self.generation:
             return
+        text = str(error)
+        if not text.startswith("capture stopped"):  # CaptureHalted says so already
+            text = f"capture stopped: {text}"
         info: dict[str, Any] = {
-            "error": str(error)[: frames.MAX_STRING],
+            "error": text[: frames.MAX_STRING],
             "position": getattr(error, "position", None) or self.acked,
             "at": getattr(error, "at", "") or "",
             "end": getattr(error, "end", None),
@@ -240,7 +243,7 @@ class OriginRole:
             changed = self.halted is None or self.halted["error"] != info["error"]
             self.halted, self.halt_sent = info, self.halt_sent and not changed
         if changed:
-            log.error("capture stopped: %s", error)
+            log.error("%s", error)
         self.wake()
 
     def clear_halt(self, generation: int) -> None:

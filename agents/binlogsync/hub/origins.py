@@ -251,7 +251,7 @@ class Origins:
             "since": self.halted.get(name, {}).get("since", time.time()),
         }
         if self.halted.get(name, {}).get("error") != record["error"]:
-            log.error("origin %s: capture stopped: %s", name, record["error"])
+            log.error("origin %s: %s", name, record["error"])
         self.halted[name] = record
 
     def skip_request(self, identity: bytes, header: dict[str, Any]) -> None:

@@ -68,7 +68,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
 
 
 def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=_default, use_bin_type=True)
+    packed: bytes = msgpack.packb(obj, default=_default, use_bin_type=True)
+    return packed
 
 
 def unpack(data: bytes, max_len: int = 64 * 1024 * 1024) -> Any:

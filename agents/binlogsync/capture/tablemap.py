@@ -52,7 +52,7 @@ def check_library() -> None:
         )
 
 
-class _CachingConnection(pymysql.connections.Connection):
+class _CachingConnection(pymysql.connections.Connection):  # type: ignore[misc]  # untyped library
     """The library's connection class, with a hook on binlog packets.
 
     The hook is armed only once this connection has sent COM_BINLOG_DUMP, so ordinary query

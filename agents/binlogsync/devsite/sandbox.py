@@ -51,7 +51,7 @@ class Server:
             database=database,
             autocommit=True,
             charset="utf8mb4",
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
 
     @property

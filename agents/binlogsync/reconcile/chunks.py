@@ -68,8 +68,14 @@ def key_extent(cursor: Any, schema: str, table: str, column: str) -> tuple[Any, 
 
 
 def equal_width(
-    table: int, low: int, high: int, pieces: int, prefix: str = "", lower=None, upper=None
-) -> list[Chunk]:  # type: ignore[no-untyped-def]
+    table: int,
+    low: int,
+    high: int,
+    pieces: int,
+    prefix: str = "",
+    lower: Bound | None = None,
+    upper: Bound | None = None,
+) -> list[Chunk]:
     """`pieces` chunks of equal width over [low, high] of the first key column, the first open
     below (or from `lower`) and the last open above (or to `upper`)."""
     pieces = max(1, min(pieces, high - low + 1))
@@ -111,8 +117,13 @@ def walk(
 
 
 def from_cuts(
-    table: int, cuts: Sequence[Bound], prefix: str = "", lower=None, upper=None, estimate: int = 0
-) -> list[Chunk]:  # type: ignore[no-untyped-def]
+    table: int,
+    cuts: Sequence[Bound],
+    prefix: str = "",
+    lower: Bound | None = None,
+    upper: Bound | None = None,
+    estimate: int = 0,
+) -> list[Chunk]:
     bounds: list[Bound | None] = [lower, *cuts, upper]
     return [
         Chunk(table, f"{prefix}{i}", bounds[i], bounds[i + 1], estimate)

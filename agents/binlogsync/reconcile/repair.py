@@ -285,7 +285,8 @@ def literal(value: Any) -> str:
         return f"'{time_literal(value)}'"
     if isinstance(value, set | frozenset):
         value = ",".join(sorted(value))
-    return "'" + pymysql.converters.escape_string(str(value)) + "'"
+    escaped: str = pymysql.converters.escape_string(str(value))
+    return "'" + escaped + "'"
 
 
 def _file_name(label: str) -> str:

@@ -34,7 +34,7 @@ def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
 
 
 @contextmanager
-def admin_socket(path: str) -> Iterator[tuple[zmq.Socket, str]]:
+def admin_socket(path: str) -> Iterator[tuple[zmq.Socket[bytes], str]]:
     """A DEALER connected to the hub named in the config at `path`, and the endpoint."""
     config = load_any(path, secrets=False)  # the hub is asked; database passwords are not needed
     context = zmq.Context()

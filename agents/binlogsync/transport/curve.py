@@ -11,6 +11,7 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import zmq
 import zmq.auth
@@ -102,14 +103,14 @@ def authorized_keys(directory: Path) -> dict[bytes, str]:
     return keys
 
 
-def secure_server(socket: zmq.Socket, secret_file: Path) -> None:
+def secure_server(socket: zmq.Socket[bytes], secret_file: Path) -> None:
     public, secret = load_pair(secret_file)
     socket.curve_secretkey = secret
     socket.curve_publickey = public
     socket.curve_server = True
 
 
-def secure_client(socket: zmq.Socket, secret_file: Path, server_public_file: Path) -> None:
+def secure_client(socket: zmq.Socket[bytes], secret_file: Path, server_public_file: Path) -> None:
     public, secret = load_pair(secret_file)
     socket.curve_secretkey = secret
     socket.curve_publickey = public
@@ -125,7 +126,7 @@ class _Keyring:
 
 
 def start_authenticator(
-    context: zmq.Context, admit: Callable[[bytes], bool]
+    context: zmq.Context[Any], admit: Callable[[bytes], bool]
 ) -> ThreadAuthenticator:
     """ZAP handler that admits the public keys (z85) `admit` accepts; User-Id is the z85 key."""
     auth = ThreadAuthenticator(context)

@@ -82,6 +82,7 @@ class Origins:
         self.halted: dict[str, dict[str, Any]] = {}
         self.skips: dict[str, SkipRequest] = {}
         self._connecting: str | None = None  # the origin whose HELLO is being answered
+        self.turn: dict[str, list[Pending]] = {}  # see begin_turn
 
     @contextmanager
     def connecting(self, name: str) -> Iterator[None]:
@@ -143,6 +144,11 @@ class Origins:
                     start,
                 )
 
+    def begin_turn(self) -> dict[str, list[Pending]]:
+        """The batches this turn receives, by origin, until they are stored at its end."""
+        self.turn = {}
+        return self.turn
+
     def restart_from(self, name: str, position: Position, why: str) -> bool:
         """Restart `name`'s capture at `position` (its log starts over) if its binlog still has
         it; False when it does not or is not known yet."""
@@ -150,6 +156,10 @@ class Origins:
         if oldest is None or position.key < oldest.key:
             return False
         dropped = self.log.restart(name, position)
+        # Batches received earlier in this turn continue the old head: stored after the
+        # restart they would leave a silent hole from `position` to there. Unacknowledged,
+        # they are read again.
+        self.turn.pop(name, None)
         log.warning(
             "origin %s: %s; capture restarts from %s (%d stored transactions dropped, they "
             "are read again)",

@@ -182,10 +182,9 @@ class Hub(RunLoop):
 
     # -- receiving -------------------------------------------------------------------------
     def _drain(self, sock: zmq.Socket[bytes]) -> bool:
-        """Take what arrived (within the turn's limits), store, answer, deliver; True when
-        messages were left waiting."""
-        pending: dict[str, list[Pending]] = {}
-        touched: set[tuple[str, str]] = set()
+        """Take what arrived (within the turn's limits) and handle it; True when messages were
+        left waiting."""
+        received: list[list[zmq.Frame]] = []
         deadline = time.monotonic() + _DRAIN_SECONDS
         behind = False
         for _ in range(_DRAIN):
@@ -193,9 +192,18 @@ class Hub(RunLoop):
                 behind = True
                 break
             try:
-                parts = sock.recv_multipart(zmq.NOBLOCK, copy=False)
+                received.append(sock.recv_multipart(zmq.NOBLOCK, copy=False))
             except zmq.Again:
                 break
+        self.handle(received)
+        return behind
+
+    def handle(self, received: list[list[zmq.Frame]]) -> None:
+        """One turn: answer every message, store the origins' batches in one commit each,
+        then deliver."""
+        pending = self.origins.begin_turn()
+        touched: set[tuple[str, str]] = set()
+        for parts in received:
             identity = parts[0].bytes
             user_id = str(parts[1].get("User-Id")) if self.config.security.enabled else None
             try:
@@ -212,7 +220,6 @@ class Hub(RunLoop):
             touched.update((t, origin) for t in self.router.targets_of(origin))
         for target, origin in sorted(touched):
             self.delivery.pump(target, origin)
-        return behind
 
     def _dispatch(
         self,

@@ -1,0 +1,162 @@
+"""A hub that lost its log, or holds less than a target needs: the targets' checkpoints decide
+where capture starts, an older checkpoint restarts capture, and a binlog that no longer has
+it blocks that target with "reseed needed" — never a silent start from the current position
+(issue 6, defect 2: a hub restarted on an empty data dir once lost 241 rows without a word).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from binlogsync.config import HubConfig, Route, Security
+from binlogsync.hub.server import Hub
+from binlogsync.position import Position
+from binlogsync.tables import TableFilter
+from binlogsync.transport import frames
+from hubkit import HubThread, Peer, body, hello_header, tx
+
+pytestmark = pytest.mark.integration
+
+OLDEST = Position("binlog.000001", 4)  # what the origin's binlog still has
+PURGED = Position("binlog.000002", 4)  # … once binlog.000001 was purged
+
+
+def _checkpoint(n: int, epoch: str = "lost-epoch") -> dict[str, Any]:
+    return {**tx(n).position.to_json(), "epoch": epoch}
+
+
+def _positions(delivery: frames.Message) -> list[Position]:
+    return [t.position for t in delivery.transactions()]
+
+
+def test_a_new_log_starts_capture_at_the_oldest_target_checkpoint(tmp_path: Path) -> None:
+    with HubThread(tmp_path) as h:
+        target = Peer(h.endpoint)
+        target.hello("t1", ["target"], checkpoints={"o1": _checkpoint(3)})
+        origin = Peer(h.endpoint)
+        # The origin is at tx 9 now; a hub that believed it would lose 4..9.
+        welcome = origin.hello("o1", ["origin"], start=tx(9).position, oldest=OLDEST)
+        assert welcome.header["resume"] == tx(3).position
+        assert welcome.header["epoch"] == h.hub.log.epoch != "lost-epoch"
+        origin.batch("o1", 1, [body(tx(i)) for i in range(4, 10)], after=tx(3).position)
+        origin.recv(kind=frames.ACK)
+        delivered = target.recv(kind=frames.DELIVER)
+        assert _positions(delivered) == [tx(i).position for i in range(4, 10)]
+        assert delivered.header["after"] == tx(3).position
+
+
+def test_a_target_reporting_an_older_checkpoint_restarts_capture(tmp_path: Path) -> None:
+    with HubThread(tmp_path) as h:
+        origin = Peer(h.endpoint)
+        welcome = origin.hello("o1", ["origin"], start=tx(6).position, oldest=OLDEST)
+        assert welcome.header["resume"] == tx(6).position  # no target has spoken yet
+        origin.batch("o1", 1, [body(tx(7)), body(tx(8))], after=tx(6).position)
+        origin.recv(kind=frames.ACK)
+        target = Peer(h.endpoint)
+        target.hello("t1", ["target"], checkpoints={"o1": _checkpoint(3)})
+        kicked = origin.recv(kind=frames.ERROR)
+        assert kicked.header["code"] == "hello-first"
+        again = origin.hello("o1", ["origin"], start=tx(8).position, oldest=OLDEST)
+        assert again.header["resume"] == tx(3).position
+        origin.batch("o1", 2, [body(tx(i)) for i in range(4, 9)], after=tx(3).position)
+        origin.recv(kind=frames.ACK)
+        got: list[Position] = []
+        while len(got) < 5:
+            delivery = target.recv(kind=frames.DELIVER)
+            got += _positions(delivery)
+            target.applied(delivery)
+        assert got == [tx(i).position for i in range(4, 9)]
+
+
+def test_a_checkpoint_the_binlog_no_longer_has_blocks_the_target_reseed_needed(
+    tmp_path: Path,
+) -> None:
+    routes = (Route("o1", ("t1", "t2"), TableFilter(("*.*",))),)
+    with HubThread(tmp_path, routes=routes) as h:
+        late, fine = Peer(h.endpoint), Peer(h.endpoint)
+        late.hello("t1", ["target"], checkpoints={"o1": _checkpoint(3)})
+        fine.hello("t2", ["target"], checkpoints={"o1": {**PURGED.to_json(), "epoch": "x"}})
+        origin = Peer(h.endpoint)
+        welcome = origin.hello("o1", ["origin"], start=PURGED, oldest=PURGED)
+        assert welcome.header["resume"] == PURGED  # t1's checkpoint is purged: not there
+        after = [tx(i, file="binlog.000002") for i in (1, 2)]
+        origin.batch("o1", 1, [body(t) for t in after], after=PURGED)
+        origin.recv(kind=frames.ACK)
+        assert _positions(fine.recv(kind=frames.DELIVER)) == [t.position for t in after]
+        with pytest.raises(TimeoutError):  # t1 gets nothing: it would skip binlog.000001
+            late.recv(timeout=0.5, kind=frames.DELIVER)
+        t1 = next(t for t in h.hub.status()["targets"] if t["target"] == "t1")
+        assert "reseed needed" in t1["blocked"] and str(tx(3).position) in t1["blocked"]
+
+
+class ManualHub:
+    """A hub whose turns the test runs: messages are read off its socket by the test and
+    handed to `Hub.handle` in the order the test chooses, so two peers' messages can share
+    one turn deterministically."""
+
+    def __init__(self, data_dir: Path) -> None:
+        config = HubConfig(
+            name="hub",
+            bind="tcp://127.0.0.1:*",
+            data_dir=data_dir,
+            routes=(Route("o1", ("t1",), TableFilter(("*.*",))),),
+            security=Security(),
+            heartbeat_interval=0.2,
+        )
+        self.hub = Hub(config)
+        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock.linger = 0
+        self.sock.bind(config.bind)
+        self.endpoint = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.hub._sock = self.sock
+
+    def turn(self, count: int, first: bytes | None = None) -> None:
+        """Read `count` messages and handle them in one turn, those of kind `first` first
+        (each peer's own messages stay in their order)."""
+        received: list[list[zmq.Frame]] = []
+        deadline = time.monotonic() + 5
+        while len(received) < count:
+            if not self.sock.poll(max(1, int((deadline - time.monotonic()) * 1000))):
+                raise TimeoutError(f"{len(received)} of {count} messages arrived")
+            received.append(self.sock.recv_multipart(copy=False))
+        if first is not None:  # identity, version, kind, …
+            received.sort(key=lambda parts: parts[2].bytes != first)
+        self.hub.handle(received)
+
+    def close(self) -> None:
+        self.sock.close(linger=0)
+        self.hub.log.close()
+
+
+def test_batches_in_the_turn_that_restarts_capture_are_not_stored_past_the_hole(
+    tmp_path: Path,
+) -> None:
+    """The origin's BATCH and a target's older checkpoint read in one turn: the batch
+    continues the old head, so storing it after the restart would leave 4..8 out for good."""
+    h = ManualHub(tmp_path)
+    try:
+        origin, target = Peer(h.endpoint), Peer(h.endpoint)
+        origin.send(
+            frames.HELLO, hello_header("o1", ["origin"], start=tx(6).position, oldest=OLDEST)
+        )
+        h.turn(1)
+        assert origin.recv(kind=frames.WELCOME).header["resume"] == tx(6).position
+        origin.batch("o1", 1, [body(tx(7)), body(tx(8))], after=tx(6).position)
+        h.turn(1)
+        origin.recv(kind=frames.ACK)
+        # One turn: the origin's next batch first, then the target's HELLO at tx 3.
+        origin.batch("o1", 2, [body(tx(9)), body(tx(10))], after=tx(8).position)
+        checkpoints = {"o1": _checkpoint(3)}
+        target.send(frames.HELLO, hello_header("t1", ["target"], checkpoints=checkpoints))
+        h.turn(2, first=frames.BATCH)
+        assert h.hub.log.head("o1") == tx(3).position, "a batch was stored past the restart"
+        with pytest.raises(TimeoutError):
+            target.recv(timeout=0.3, kind=frames.DELIVER)
+        assert origin.recv(kind=frames.ERROR).header["code"] == "hello-first"
+    finally:
+        h.close()

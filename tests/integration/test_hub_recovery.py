@@ -14,6 +14,7 @@ import pytest
 import zmq
 
 from binlogsync.config import HubConfig, Route, Security
+from binlogsync.hub.log import HubLog, StagedPart
 from binlogsync.hub.server import Hub
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
@@ -160,3 +161,30 @@ def test_batches_in_the_turn_that_restarts_capture_are_not_stored_past_the_hole(
         assert origin.recv(kind=frames.ERROR).header["code"] == "hello-first"
     finally:
         h.close()
+
+
+def test_a_transaction_half_compacted_is_below_the_floor_and_never_sent_half(
+    tmp_path: Path,
+) -> None:
+    """Compaction deletes a large transaction's parts a few per step; from the first step the
+    floor covers it, so a target that reports an older checkpoint afterwards is blocked or
+    restarted, not sent the parts that are left (the hub once died there on a LookupError)."""
+    store = HubLog(tmp_path)
+    begin, end = tx(1).position, tx(2).position
+    store.register("o1", OLDEST)
+    staged = [
+        StagedPart(begin.key, n, b"p%d" % n, end if n == 5 else None, 1.0) for n in range(1, 6)
+    ]
+    store.append("o1", staged)
+    dropped, done = store.compact("o1", end, parts=2)
+    assert (dropped, done) == (0, False)
+    assert store.floor("o1") == end, "the floor must cover a transaction with parts deleted"
+    store.close()
+    with HubThread(tmp_path) as h:
+        target = Peer(h.endpoint)
+        target.hello("t1", ["target"], checkpoints={"o1": OLDEST.to_json()})
+        with pytest.raises(TimeoutError):
+            target.recv(timeout=0.5, kind=frames.DELIVER)
+        t1 = h.hub.status()["targets"][0]
+        assert "waiting for origin o1" in t1["blocked"], t1
+        assert h.hub.error is None and h.hub.alive

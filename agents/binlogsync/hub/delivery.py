@@ -306,7 +306,12 @@ class Delivery:
             if len(cursor.inflight) >= self.config.window:
                 return False
             number = cursor.parts_sent + 1
-            body, tables = self.log.part(origin, entry.begin_key, number)
+            try:
+                body, tables = self.log.part(origin, entry.begin_key, number)
+            except LookupError as exc:  # compacted since: the floor check restarts or blocks
+                log.warning("target %s: %s", cursor.target, exc)
+                self.check_floor(origin)
+                return False
             if not whole and (
                 tables is None or not self.router.unchanged(origin, host.name, tables)
             ):

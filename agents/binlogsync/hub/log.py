@@ -461,6 +461,7 @@ class HubLog:
             (origin, below.key, rows + 1),
         ).fetchall()
         gone: list[tuple[int, str]] = []  # log rows whose parts are all deleted
+        partly: str | None = None  # a transaction some of whose parts are deleted already
         done = len(found) <= rows
         with self.db:
             self.db.execute("BEGIN")
@@ -482,9 +483,18 @@ class HubLog:
                     ).fetchone()
                     if left is not None:
                         done = False
+                        # Its log row stays until the last part goes, but the log no longer
+                        # holds it whole: the floor covers it now, so a target that reports
+                        # an older checkpoint later is restarted or blocked, never sent half.
+                        partly = position
                         break
                 gone.append((pos_key, position))
-            floor = below if done else (_pos(gone[-1][1]) if gone else None)
+            if done:
+                floor: Position | None = below
+            elif partly is not None:
+                floor = _pos(partly)
+            else:
+                floor = _pos(gone[-1][1]) if gone else None
             if gone:
                 self.db.execute(
                     "DELETE FROM log WHERE origin=? AND pos_key<=?", (origin, gone[-1][0])

@@ -358,6 +358,7 @@ class Delivery:
         cursor.blocked = (
             reason + " — raise max_message_bytes in that client's config and restart it"
         )
+        cursor.blocked_by = "size"
 
     # -- what targets report -----------------------------------------------------------------
     def applied(self, host: Host, header: dict[str, Any]) -> tuple[str, str]:

@@ -25,7 +25,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from ..config import HubConfig
+from ..config import MIN_MESSAGE_BYTES, HubConfig
 from ..errors import ProtocolError, TransportError
 from ..metrics import HubMetrics, serve
 from ..runloop import RunLoop
@@ -85,6 +85,8 @@ class Hub(RunLoop):
                 own_public, _ = curve.load_pair(security.secret_key_file)
                 self.access.admin_keys.setdefault(own_public, self.config.name)
                 curve.secure_server(sock, security.secret_key_file)
+                # Before the bind: a handshake that finds no ZAP handler is let in unchecked.
+                auth = curve.start_authenticator(context, self.access.admitted)
             try:
                 sock.bind(self.config.bind)
             except zmq.ZMQError as exc:
@@ -95,8 +97,6 @@ class Hub(RunLoop):
             self.bound_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             (self.config.data_dir / "endpoint").write_text(self.bound_endpoint + "\n")
             http = serve(self.config.metrics, self.metrics.registry)
-            if security.enabled:
-                auth = curve.start_authenticator(context, self.access.admitted)
             monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
             self._announce()
             self._sock = sock
@@ -205,7 +205,13 @@ class Hub(RunLoop):
         touched: set[tuple[str, str]] = set()
         for parts in received:
             identity = parts[0].bytes
-            user_id = str(parts[1].get("User-Id")) if self.config.security.enabled else None
+            user_id = None
+            if self.config.security.enabled:
+                try:
+                    user_id = str(parts[1].get("User-Id"))
+                except zmq.ZMQError:  # not checked by the ZAP handler: never let in
+                    self.metrics.rejected.inc()
+                    continue
             try:
                 message = frames.decode([p.bytes for p in parts[1:]], self.config.max_message_bytes)
                 host = self.access.check(self.hosts, identity, message, user_id)
@@ -264,7 +270,7 @@ class Hub(RunLoop):
                 f"host {name[:64]!r} is not in any [[route]] of the hub config",
                 "add it to a route's origin or targets, or fix client.name",
             )
-        if header["max_message_bytes"] < 1 << 20:
+        if header["max_message_bytes"] < MIN_MESSAGE_BYTES:
             raise ProtocolError(
                 f"{name}'s max_message_bytes ({header['max_message_bytes']}) is below 1 MiB",
                 "raise client.max_message_bytes",
@@ -289,6 +295,7 @@ class Hub(RunLoop):
                 "epoch": self.log.epoch,
                 "resume": resume,
                 "heartbeat": self.config.heartbeat_interval,
+                "max_message_bytes": self.config.max_message_bytes,
             },
         )
         for origin in sorted(self.router.origins_of(name)):

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .errors import BinlogsyncError
@@ -70,7 +71,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_skip(args: argparse.Namespace) -> int:
     from .apply.checkpoint import skip
     from .config import load_client
-    from .position import Position
 
     config = load_client(args.config)
     if config.target is None:
@@ -79,7 +79,7 @@ def cmd_skip(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    moved = skip(config.target.database, args.origin, Position.parse(args.position), args.reason)
+    moved = skip(config.target.database, args.origin, args.position, args.reason)
     print(
         f"checkpoint of {args.origin} on {config.target.database} moved to {moved}; "
         "the skip is recorded in binlogsync.skipped"
@@ -87,12 +87,26 @@ def cmd_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def _position_arg(text: str) -> Any:
+    """FILE:OFFSET, checked while the arguments are parsed (a mistake exits 2)."""
+    from .errors import ProtocolError
+    from .position import Position
+
+    try:
+        return Position.parse(text)
+    except ProtocolError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}") from None
+
+
+def _position_or_current(text: str) -> Any:
+    return text if text == "current" else _position_arg(text)
+
+
 def cmd_capture_skip(args: argparse.Namespace) -> int:
     from .errors import UsageError
     from .hubcommands import skip_capture
-    from .position import Position
 
-    to = None if args.to == "current" else Position.parse(args.to)
+    to = None if args.to == "current" else args.to
     if not args.reason.strip():
         raise UsageError("--reason is empty", "say why capture moves on; it is recorded")
     before, after = skip_capture(args.config, args.origin, to, args.reason, args.timeout)
@@ -222,7 +236,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--origin", required=True, help="host name of the origin the transaction is from"
     )
-    s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
+    s.add_argument(
+        "--position",
+        required=True,
+        type=_position_arg,
+        help="FILE:OFFSET of the failing transaction",
+    )
     s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
 
@@ -236,6 +255,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--to",
         required=True,
+        type=_position_or_current,
         help="FILE:OFFSET where capture resumes (the end of the transaction `status` shows), "
         "or 'current' for the origin's binlog position now (after a reseed)",
     )

@@ -126,6 +126,8 @@ class ClientAgent(RunLoop):
         self.unanswered = 0  # HELLOs sent since the last WELCOME
         self.lost_at: float | None = None
         self.last_refusal = ""
+        self.refusal = ""  # the hub's ERROR answer to our HELLO, until a WELCOME
+        self.link_state = ""
 
     def wake(self) -> None:
         """Make the loop look around now (called from worker threads)."""
@@ -180,8 +182,13 @@ class ClientAgent(RunLoop):
         poller.register(self.wake_pull, zmq.POLLIN)
         while not self.stopping:
             ready = dict(poller.poll(int(tick * 1000)))
-            if self.link.monitor in ready and self.link.events() and not self.welcomed:
-                self.next_hello = 0.0  # the connection is back: say HELLO now
+            if self.link.monitor in ready:
+                change = self.link.events()
+                if change.went_down and self.welcomed:
+                    # Back, it is a new connection the hub does not know: HELLO before anything.
+                    self._lost(f"the connection to the hub at {self.link.endpoint} dropped")
+                if change.came_up and not self.welcomed:
+                    self.next_hello = 0.0  # the connection is back: say HELLO now
             if self.link.socket in ready:
                 for message in self.link.receive():
                     self._handle(message)
@@ -204,8 +211,22 @@ class ClientAgent(RunLoop):
                     self.link.send(frames.PING, {})
             if not self.welcomed:
                 self._say_hello(now)
-            self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
+            self._show_link()
         return 0
+
+    def _diagnosis(self) -> tuple[str, str]:
+        """(state, sentence): why no WELCOME comes, as far as this agent can tell."""
+        if self.refusal:
+            return "rejected", f"the hub at {self.link.endpoint} refuses HELLO: {self.refusal}"
+        diagnosis = self.link.diagnosis()
+        return diagnosis.state, diagnosis.text
+
+    def _show_link(self) -> None:
+        state = "welcomed" if self.welcomed else self._diagnosis()[0]
+        if state != self.link_state:
+            self.link_state = state
+            self.metrics.hub_link.state(state)
+        self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
 
     def _silence_wake(self) -> None:
         while True:
@@ -240,7 +261,7 @@ class ClientAgent(RunLoop):
             log.warning(
                 "no WELCOME after %d HELLO attempt(s): %s",
                 self.unanswered,
-                self.link.diagnosis(),
+                self._diagnosis()[1],
             )
 
     def _welcome(self, header: dict[str, Any]) -> None:
@@ -257,6 +278,8 @@ class ClientAgent(RunLoop):
         took = f" after {time.monotonic() - self.lost_at:.1f} s" if self.lost_at else ""
         self.welcomed, self.unanswered, self.lost_at = True, 0, None
         self.epoch, self.resume = header["epoch"], resume
+        self.refusal = self.last_refusal = ""
+        self.link.use_hub_heartbeat(header["heartbeat"])
         self.metrics.hub_online.set(1)
         self.metrics.unanswered_hellos.set(0)
         log.info(
@@ -298,6 +321,8 @@ class ClientAgent(RunLoop):
             if header["message"] != self.last_refusal:
                 log.error("hub refused: %s", header["message"][:1000])
             self.last_refusal = header["message"]
+            if not self.welcomed:  # before WELCOME we send only HELLO: this answers it
+                self.refusal = header["message"][:1000]
 
     def _report_outcomes(self) -> None:
         assert self.target is not None

@@ -4,7 +4,9 @@ deliveries, the outbox window, and a loop thread that never blocks."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import socket
 import sys
 import threading
 import time
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from binlogsync.apply import checkpoint
+from binlogsync.client import origin as origin_module
 from binlogsync.client.agent import ClientAgent
 from binlogsync.config import (
     ClientConfig,
@@ -381,16 +384,20 @@ def pair(
     target: Server,
     dbname: str,
     heartbeat: float,
+    group_transactions: int = 2000,
     **hub: Any,
 ) -> Iterator[tuple[HubThread, ClientAgent, ClientAgent]]:
     """A hub, an origin agent and a target agent for one test database, all welcomed."""
     create([origin, target], dbname, T)
     o, t = names(dbname)
     tables = f"{dbname}.*"
+    target_config = config(
+        t, "", target=target, heartbeat=heartbeat, group_transactions=group_transactions
+    )
     with (
         HubThread(tmp_path / "hub", routes(o, t, dbname), **hub) as h,
         running(config(o, h.endpoint, origin=origin, tables=tables, heartbeat=heartbeat)) as oa,
-        running(config(t, h.endpoint, target=target, heartbeat=heartbeat)) as ta,
+        running(dataclasses.replace(target_config, hub=h.endpoint)) as ta,
     ):
         wait_for(lambda: oa.welcomed and ta.welcomed, 15, "both agents welcomed")
         yield h, oa, ta
@@ -528,3 +535,138 @@ def test_hub_paused_no_stale_burst_and_no_unknown_connection(
         assert not [m for m in later if " offline" in m], later
         for agent in (oa, ta):  # one WELCOME each: the repeated HELLOs changed nothing
             assert len([m for m in later if f"welcomed {agent.config.name}" in m]) == 1, later
+
+
+# -- stale deliveries, the outbox window, a loop that never blocks -----------------------------
+def test_deliveries_of_an_earlier_connection_are_not_applied_twice(
+    tmp_path: Path, origin: Server, target: Server, dbname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The target's worker is stuck (its checkpoint row locked) with deliveries queued when
+    the hub restarts; the new hub sends them again from the checkpoint the HELLO read. The
+    old ones must be dropped, the group in progress lands once, and nothing is applied twice
+    (a trigger on the target counts every row written)."""
+    caplog.set_level(logging.INFO, logger="binlogsync")
+    o, t = names(dbname)
+    with pair(
+        tmp_path, origin, target, dbname, heartbeat=0.5, group_transactions=5, batch_transactions=5
+    ) as (h, oa, ta):
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE audit (n INT AUTO_INCREMENT PRIMARY KEY, id INT)")
+            cur.execute(
+                "CREATE TRIGGER t_audit BEFORE INSERT ON t FOR EACH ROW "
+                "INSERT INTO audit (id) VALUES (NEW.id)"
+            )
+        write(origin, dbname, range(10))
+        wait_applied(target, o, 10)
+        lock = target.connect()
+        try:
+            with lock.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(
+                    "SELECT * FROM binlogsync.checkpoint WHERE origin = %s FOR UPDATE", (o,)
+                )
+            write(origin, dbname, range(10, 40))
+
+            def delivered(hub: HubThread) -> float:
+                value = hub.hub.metrics.registry.get_sample_value(
+                    "binlogsync_hub_delivered_transactions_total", {"target": t, "origin": o}
+                )
+                return value or 0.0
+
+            worker = ta.target.workers[o]  # type: ignore[union-attr]
+            wait_for(lambda: delivered(h) > 10, 10, "deliveries beyond the first 10")
+            wait_for(lambda: worker.queue.qsize() > 0, 5, "deliveries queued behind the lock")
+            h.__exit__()
+            with restarted(h) as h2, LoopWatch(ta) as watch:
+                wait_for(lambda: welcomed_after(caplog, t, listening_since(caplog)), 5, "WELCOME")
+                wait_for(lambda: delivered(h2) > 0, 10, "the new hub delivering from 10")
+                stale = sum(d.generation != worker.generation for d in list(worker.queue.queue))
+                lock.rollback()  # the worker goes on: first its group of the old connection
+                wait_applied(target, o, 40)
+                assert rejected(h2) == 0, caplog.text
+                assert watch.longest < 0.5, watch.stack
+        finally:
+            lock.close()
+        assert stale > 0  # there were deliveries of the old connection left to drop
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("SELECT id, COUNT(*) FROM audit GROUP BY id HAVING COUNT(*) > 1")
+            assert cur.fetchall() == ()
+            cur.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM audit")
+            assert cur.fetchone() == (40, 40)
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM t")
+            assert cur.fetchone() == (40,)
+
+
+def test_outbox_is_bounded_while_the_hub_does_not_acknowledge(
+    tmp_path: Path,
+    origin: Server,
+    dbname: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While the hub does not ACK, WINDOW batches are in flight and the outbox fills to its
+    byte limit: then capture stops reading the binlog instead of growing memory. Once the hub
+    answers, everything arrives."""
+    limit = 64 * 1024
+    monkeypatch.setattr(origin_module, "_OUTBOX_BYTES", limit)
+    create([origin], dbname, T)
+    o, t = names(dbname)
+    cfg = config(
+        o,
+        "",
+        origin=origin,
+        tables=f"{dbname}.*",
+        heartbeat=5.0,  # the hub's silence below stays within the agent's liveness
+        batch_transactions=5,
+    )
+    with HubThread(tmp_path / "hub", routes(o, t, dbname)) as h:
+        with running(dataclasses.replace(cfg, hub=h.endpoint)) as agent:
+            wait_for(lambda: agent.welcomed, 10, "WELCOME")
+            role = agent.origin
+            assert role is not None
+            total, size = 400, 1000
+            with held(h.hub):
+                write(origin, dbname, range(total), size=size)
+                wait_for(lambda: role.outbox_bytes >= limit, 10, "the outbox full")
+                captured = metric(agent, "binlogsync_captured_transactions_total")
+                for _ in range(10):  # half a second: capture waits, memory stays bounded
+                    assert len(role.inflight) == origin_module.WINDOW
+                    assert role.outbox_bytes < limit + 2 * size
+                    assert metric(agent, "binlogsync_captured_transactions_total") == captured
+                    time.sleep(0.05)
+                assert captured is not None and captured < total / 2, captured
+            last = origin_seq(origin)
+            wait_for(lambda: gtid_seq(hub_head(h.endpoint, o)) >= last, 20, "all at the hub")
+            (row,) = [r for r in hub_status(h.endpoint)["origins"] if r["origin"] == o]
+            assert row["appended"] == total
+            assert agent.welcomed  # the hub was silent, never lost
+
+
+def test_loop_never_blocks_on_an_unreachable_database(
+    tmp_path: Path, dbname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The target database accepts TCP connections and never answers (a connect hangs until
+    its timeout): reading checkpoints for HELLO waits on its own thread; the loop keeps
+    turning and the agent stops at once when asked."""
+    caplog.set_level(logging.INFO, logger="binlogsync")
+    _, t = names(dbname)
+    with socket.socket() as blackhole:
+        blackhole.bind(("127.0.0.1", 0))
+        blackhole.listen(16)
+        dead = Server("dead", blackhole.getsockname()[1], 99, "", 0)
+        with HubThread(tmp_path / "hub") as h:
+            agent = ClientAgent(config(t, h.endpoint, target=dead))
+            agent.start()
+            try:
+                with LoopWatch(agent) as watch:
+                    wait_for(lambda: agent.hello_info is not None, 5, "reading for HELLO")
+                    for _ in range(20):  # a second: the loop turns, nothing is sent
+                        assert agent.alive and not agent.welcomed
+                        time.sleep(0.05)
+                assert watch.longest < 0.5, watch.stack
+            finally:
+                asked = time.monotonic()
+                agent.stop()
+                assert agent.join(3), "the agent waited for a database connect to stop"
+            assert time.monotonic() - asked < 1.0
+            assert agent.error is None

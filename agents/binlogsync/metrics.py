@@ -114,7 +114,8 @@ class ClientMetrics:
         )
         self.unanswered_hellos = Gauge(
             "binlogsync_hub_unanswered_hellos",
-            "HELLOs sent since the last WELCOME (growing: the hub is unreachable or refuses)",
+            "Heartbeat intervals of saying HELLO since the last WELCOME (growing: the hub is "
+            "unreachable, refuses, or is silent)",
             registry=r,
         )
         self.hub_handshake_failures = Gauge(

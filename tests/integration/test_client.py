@@ -507,23 +507,39 @@ def test_hub_back_after_an_outage_hello_within_one_heartbeat_no_flapping(
 
 
 def test_hub_paused_no_stale_burst_and_no_unknown_connection(
-    tmp_path: Path, origin: Server, target: Server, dbname: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    origin: Server,
+    target: Server,
+    dbname: str,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The hub's loop stops for several heartbeats (as SIGSTOP would stop it) while its
-    sockets stay open: the agents declare it silent and say HELLO; once it runs again they are
-    welcomed once, nothing they sent is refused, and rows are applied exactly once."""
+    sockets stay open: the agents declare it silent and say HELLO, but the connection is up
+    and the hub has it, so they repeat it only at growing gaps instead of queueing one per
+    heartbeat for the hub to work through (each would reset the target's cursor to a stale
+    checkpoint). Once it runs again they are welcomed once, nothing they sent is refused, and
+    rows are applied exactly once."""
     caplog.set_level(logging.INFO, logger="binlogsync")
     o, t = names(dbname)
-    with pair(tmp_path, origin, target, dbname, heartbeat=0.3) as (h, oa, ta):
+    with pair(tmp_path, origin, target, dbname, heartbeat=0.2) as (h, oa, ta):
         write(origin, dbname, range(20))
         wait_applied(target, o, 20)
+        hellos: list[str] = []
+        hello = h.hub._hello
+
+        def counted(identity: bytes, message: frames.Message, user_id: str | None) -> None:
+            hellos.append(message.header["host"])
+            hello(identity, message, user_id)
+
+        monkeypatch.setattr(h.hub, "_hello", counted)
         with held(h.hub):
             write(origin, dbname, range(20, 40))
-            for agent in (oa, ta):
+            for agent in (oa, ta):  # eight heartbeat intervals of HELLO without an answer
                 wait_for(
-                    lambda a=agent: (metric(a, "binlogsync_hub_unanswered_hellos") or 0) >= 3,
+                    lambda a=agent: (metric(a, "binlogsync_hub_unanswered_hellos") or 0) >= 8,
                     10,
-                    "three unanswered HELLOs",
+                    "eight HELLO intervals",
                 )
                 assert link_state(agent) == "silent"
             mark = len(caplog.records)
@@ -533,7 +549,8 @@ def test_hub_paused_no_stale_burst_and_no_unknown_connection(
         assert rejected(h) == 0, later
         assert not [m for m in later if "asks for HELLO" in m], later
         assert not [m for m in later if " offline" in m], later
-        for agent in (oa, ta):  # one WELCOME each: the repeated HELLOs changed nothing
+        for agent in (oa, ta):  # HELLO after 0, 3 and 9 intervals at most, and one WELCOME
+            assert hellos.count(agent.config.name) <= 3, hellos
             assert len([m for m in later if f"welcomed {agent.config.name}" in m]) == 1, later
 
 

@@ -687,3 +687,36 @@ def test_loop_never_blocks_on_an_unreachable_database(
                 assert agent.join(3), "the agent waited for a database connect to stop"
             assert time.monotonic() - asked < 1.0
             assert agent.error is None
+
+
+def test_closing_a_stuck_apply_worker_leaves_its_connection_alone(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """At a stop, an apply worker stuck in the database (a lock wait) is given its time and
+    then left to the process's end: closing must neither wait for the database nor close the
+    connection the worker's thread is using."""
+    o, _ = names(dbname)
+    with pair(tmp_path, origin, target, dbname, heartbeat=0.5) as (h, oa, ta):
+        write(origin, dbname, range(5))
+        wait_applied(target, o, 5)
+        lock = target.connect()
+        try:
+            with lock.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(
+                    "SELECT * FROM binlogsync.checkpoint WHERE origin = %s FOR UPDATE", (o,)
+                )
+            write(origin, dbname, range(5, 10))
+            worker = ta.target.workers[o]  # type: ignore[union-attr]
+            wait_for(lambda: worker.pending_since is not None, 10, "the worker applying")
+            asked = time.monotonic()
+            worker.close(timeout=0.2)
+            assert time.monotonic() - asked < 1.0
+            assert worker.alive  # still in its lock wait
+            lock.rollback()
+        finally:
+            lock.close()
+        assert worker.join(10)
+        assert worker.error is None
+        found = applied(target, o)  # its group landed on the connection it kept
+        assert found is not None and 5 < found.applied_transactions <= 10, found

@@ -207,6 +207,7 @@ class ClientAgent(RunLoop):
             if self.wake_pull in ready:
                 self._silence_wake()
             now = time.monotonic()
+            self.link.redial(now)
             if self.welcomed:
                 if self.target is not None:
                     self._report_outcomes()

@@ -13,6 +13,12 @@ The interval for PING is the shorter of the client's own and the one the hub ann
 WELCOME (`use_hub_heartbeat`), so a hub with a shorter liveness never takes the client for
 gone between two PINGs.
 
+libzmq reconnects by itself after a connection drops, but not after a handshake the hub
+refused outright (ZAP denied the key, or a protocol error such as CURVE on one side only): it
+gives that endpoint up for the socket's life. The link then connects again itself
+(`redial`), with back-off up to 30 s, so a client whose key is authorised later, or a hub
+whose security is fixed later, is found without restarting the client.
+
 A connection that drops is a new connection when it comes back: the hub's ROUTER gives it a
 new routing id and knows nothing of it until HELLO. `events` says so (`went_down`), and the
 agent says HELLO before anything else, rather than sending messages the hub must refuse.
@@ -37,6 +43,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from ..config import ClientConfig
 from ..errors import ProtocolError
+from ..runloop import Backoff
 from . import curve, frames
 from .frames import Message
 
@@ -56,6 +63,9 @@ _FAILED = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
+# After these libzmq ends the session and does not reconnect that endpoint by itself.
+_GIVEN_UP = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+_REDIAL_MAX = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +96,8 @@ class HubLink:
         self.handshake_failures = 0  # handshakes that failed, since last up
         self.interval = config.heartbeat_interval  # between PINGs (see use_hub_heartbeat)
         self._connecting = False  # TCP connected, handshake not done yet
+        self.redial_at: float | None = None  # connect again then (libzmq gave the endpoint up)
+        self._redial = Backoff(max(0.1, config.heartbeat_interval), _REDIAL_MAX)
 
     @property
     def endpoint(self) -> str:
@@ -158,6 +170,8 @@ class HubLink:
             elif kind & _FAILED:
                 self.handshake_failures += 1
                 self.up = self._connecting = False
+                if kind & _GIVEN_UP and self.redial_at is None:
+                    self.redial_at = time.monotonic() + self._redial.next()
             elif kind == zmq.EVENT_DISCONNECTED:
                 if self.up:
                     went_down = True
@@ -167,7 +181,23 @@ class HubLink:
             elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:  # every mechanism, NULL too
                 self.up, came_up, self._connecting = True, True, False
                 self.refused = self.dropped = self.handshake_failures = 0
+                self.redial_at = None
+                self._redial.reset()
         return LinkChange(came_up, went_down)
+
+    def redial(self, now: float) -> bool:
+        """Connect again when libzmq gave the endpoint up after a refused handshake and the
+        back-off has passed; True when it did."""
+        if self.redial_at is None or now < self.redial_at or self.socket is None:
+            return False
+        self.redial_at = None
+        try:
+            self.socket.disconnect(self.endpoint)
+        except zmq.ZMQError:
+            pass  # already gone: libzmq ended the session
+        self.socket.connect(self.endpoint)
+        log.debug("connecting to %s again after a refused handshake", self.endpoint)
+        return True
 
     def diagnosis(self) -> Diagnosis:
         """Why the hub does not answer, as far as this side can tell."""

@@ -29,8 +29,9 @@ from binlogsync.config import (
     TargetConfig,
 )
 from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import origin_gtid
+from binlogsync.devsite.verify import gtid_seq, origin_gtid
 from binlogsync.hub.server import Hub
+from binlogsync.metrics import HUB_LINK_STATES
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
 from binlogsync.transport import curve, frames
@@ -119,12 +120,12 @@ def metric(agent: ClientAgent, name: str, **labels: str) -> float | None:
 
 def link_state(agent: ClientAgent) -> str:
     """The state the binlogsync_hub_link metric shows."""
-    for state in ("welcomed", "connecting", "refused", "dropped", "handshake_failed", "silent"):
-        if metric(agent, "binlogsync_hub_link", binlogsync_hub_link=state) == 1.0:
-            return state
-    if metric(agent, "binlogsync_hub_link", binlogsync_hub_link="rejected") == 1.0:
-        return "rejected"
-    return "?"
+    shown = [
+        state
+        for state in HUB_LINK_STATES
+        if metric(agent, "binlogsync_hub_link", binlogsync_hub_link=state) == 1.0
+    ]
+    return ",".join(shown) or "none"
 
 
 def hub_status(endpoint: str) -> dict[str, Any]:
@@ -156,21 +157,12 @@ def applied(target: Server, origin_name: str) -> checkpoint.Checkpoint | None:
     return found.get(origin_name)
 
 
-def hub_head(endpoint: str, origin_name: str) -> Position | None:
+def hub_head_gtid(endpoint: str, origin_name: str) -> str | None:
+    """The GTID of the last transaction of `origin_name` the hub stored."""
     for row in hub_status(endpoint)["origins"]:
         if row["origin"] == origin_name and row["head"]:
-            return Position.from_json(row["head"])
+            return Position.from_json(row["head"]).gtid
     return None
-
-
-def gtid_seq(position: Position | None) -> int:
-    if position is None or not position.gtid:
-        return -1
-    return int(position.gtid.split(",")[0].split("-")[2])
-
-
-def origin_seq(origin: Server) -> int:
-    return int(origin_gtid(origin).split(",")[0].split("-")[2])
 
 
 class LoopWatch:
@@ -195,7 +187,6 @@ class LoopWatch:
         self._thread.join(5)
 
     def _run(self) -> None:
-        ident = None
         since: float | None = None
         while not self._stop.is_set():
             thread = self.agent._thread
@@ -684,8 +675,8 @@ def test_outbox_is_bounded_while_the_hub_does_not_acknowledge(
                     assert metric(agent, "binlogsync_captured_transactions_total") == captured
                     time.sleep(0.05)
                 assert captured is not None and captured < total / 2, captured
-            last = origin_seq(origin)
-            wait_for(lambda: gtid_seq(hub_head(h.endpoint, o)) >= last, 20, "all at the hub")
+            last = gtid_seq(origin_gtid(origin))
+            wait_for(lambda: gtid_seq(hub_head_gtid(h.endpoint, o)) >= last, 20, "all at the hub")
             (row,) = [r for r in hub_status(h.endpoint)["origins"] if r["origin"] == o]
             assert row["appended"] == total
             assert agent.welcomed  # the hub was silent, never lost

@@ -108,9 +108,19 @@ class ApplyWorker(RunLoop):
         self.applier.epoch = epoch
 
     def close(self, timeout: float = 10.0) -> None:
+        """Stop and wait up to `timeout`. A worker still inside the database then (a lock
+        wait, a hung server) keeps its connection: closing it from here would wait for that
+        call to end, and the applier is not thread-safe. Its transaction is rolled back when
+        the connection goes with the process."""
         self.stop()
         if not self.join(timeout):
-            log.warning("the apply worker of %s did not stop within %.0f s", self.origin, timeout)
+            log.warning(
+                "the apply worker of %s did not stop within %.1f s (busy in the target "
+                "database); leaving it",
+                self.origin,
+                timeout,
+            )
+            return
         self.applier.close()
 
     # -- taking deliveries ---------------------------------------------------------------------
@@ -417,8 +427,10 @@ class TargetRole:
             except queue.Empty:
                 return outcomes
 
-    def close(self) -> None:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop every worker, waiting at most `timeout` in all (not per worker)."""
         for worker in self.workers.values():
             worker.stop()
+        deadline = time.monotonic() + timeout
         for worker in self.workers.values():
-            worker.close()
+            worker.close(max(0.0, deadline - time.monotonic()))

@@ -199,12 +199,15 @@ def test_parts_survive_kill_9_of_every_agent_mid_transaction(
             assert cur.fetchone()[0] == 1  # once, though three streams began
 
 
+@pytest.mark.parametrize("limited", ["origin", "hub"])
 def test_a_row_too_large_for_a_message_halts_capture_with_one_clear_error(
-    tmp_path: Path, origin: Server, target: Server, dbname: str
+    tmp_path: Path, origin: Server, target: Server, dbname: str, limited: str
 ) -> None:
+    """The limit set on the origin's agent, or only on the hub (which tells the origin in its
+    WELCOME; before, the origin sent the batch anyway and the hub's socket dropped it)."""
     create([origin, target], dbname, "CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)")
-    extra = {"origin": "max_message_bytes = 1048576"}
-    with site(tmp_path, origin, [target], dbname, client_extra=extra) as s:
+    extra = {limited: "max_message_bytes = 1048576"}
+    with site(tmp_path, origin, [target], dbname, agent_extra=extra) as s:
         s.start()
         s.wait_online()
         with origin.connect(dbname) as conn, conn.cursor() as cur:

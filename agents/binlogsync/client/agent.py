@@ -317,6 +317,12 @@ class ClientAgent(RunLoop):
         if self.target is not None:
             self.target.reset(self.epoch)
         if self.origin is not None and resume is not None:
+            hub_limit = header.get("max_message_bytes")
+            limit = min(self.config.max_message_bytes, hub_limit or self.config.max_message_bytes)
+            if limit != self.origin.max_message_bytes:
+                # A batch over the hub's limit would be dropped by its socket, unanswered.
+                log.info("the hub takes messages up to %d bytes: batches stay below that", limit)
+                self.origin.max_message_bytes = limit
             self.origin.start(resume)
             log.info("capture resumes after %s", resume)
 

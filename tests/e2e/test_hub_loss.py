@@ -1,0 +1,366 @@
+"""A hub that loses its data directory (kill -9, then `rm -r data_dir`) under writes.
+
+The binlog is the outbox, so nothing is lost: the new hub log (a new epoch) learns from the
+targets' checkpoints where capture must start, restarts capture from the oldest position a
+target still needs, and blocks a target with "reseed needed" when the origin's binlog no
+longer has it. Before this was so, the origin re-registered "at the current position" and
+the rows written meanwhile never reached the target, without a word (issue 6, defect 2: 241
+rows lost).
+
+Every target carries a trigger that counts the rows written into it, so "exactly once" is
+checked by counting applications, not only by comparing the final rows (an upsert applied
+twice leaves the same rows).
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.devsite.localsite import LocalSite, wait_until
+from binlogsync.devsite.sandbox import Sandbox, Server
+from binlogsync.devsite.verify import caught_up, differences, origin_gtid
+from binlogsync.hubcommands import fetch_status
+from sitekit import create, site
+
+pytestmark = pytest.mark.e2e
+
+TABLE = "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, pad VARCHAR(40))"
+
+
+@pytest.fixture(scope="module")
+def target2(sandbox: Sandbox) -> Server:
+    return sandbox.start("target2", 3)
+
+
+def _audit(targets: list[Server], db: str) -> None:
+    """A trigger on each target that counts every row the applier writes into `t` (an
+    upsert of a row already there counts too: BEFORE INSERT fires for it)."""
+    for target in targets:
+        with target.connect(db) as conn, conn.cursor() as cur:
+            cur.execute("CREATE TABLE audit (seq INT AUTO_INCREMENT PRIMARY KEY, id INT)")
+            cur.execute(
+                "CREATE TRIGGER t_audit BEFORE INSERT ON t FOR EACH ROW "
+                "INSERT INTO audit (id) VALUES (NEW.id)"
+            )
+
+
+def _scalar(server: Server, db: str, sql: str) -> Any:
+    with server.connect(db) as conn, conn.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchone()[0]
+
+
+def _count(server: Server, db: str) -> int:
+    return int(_scalar(server, db, "SELECT COUNT(*) FROM t"))
+
+
+def _checkpoint(target: Server) -> checkpoints.Checkpoint:
+    with target.connect() as conn, conn.cursor() as cur:
+        found = (checkpoints.read_all(cur) or {}).get("origin")
+    assert found is not None, f"{target.name} has no checkpoint"
+    return found
+
+
+def _status(s: LocalSite) -> dict[str, Any]:
+    return fetch_status(str(s.agents["hub"].config), timeout=5)
+
+
+def _target_row(s: LocalSite, name: str) -> dict[str, Any]:
+    return next(t for t in _status(s)["targets"] if t["target"] == name)
+
+
+def _insert(origin: Server, db: str, ids: range) -> None:
+    with origin.connect(db) as conn, conn.cursor() as cur:
+        for i in ids:
+            cur.execute("INSERT INTO t VALUES (%s, %s, REPEAT('p', 30))", (i, i % 97))
+
+
+class Writer:
+    """Inserts rows 0, 1, 2, … on the origin, one transaction each, until stopped."""
+
+    def __init__(self, origin: Server, db: str) -> None:
+        self.origin, self.db = origin, db
+        self.written = 0
+        self.error: BaseException | None = None
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        try:
+            with self.origin.connect(self.db) as conn, conn.cursor() as cur:
+                while not self.stop.is_set():
+                    cur.execute(
+                        "INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))",
+                        (self.written, self.written % 97),
+                    )
+                    self.written += 1
+                    self.stop.wait(0.002)  # a steady pace, not a wait for anything
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def more_than(self, n: int) -> bool:
+        assert self.error is None, self.error
+        return self.written > n
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _lose_hub(s: LocalSite) -> tuple[str, int]:
+    """kill -9 the hub and delete its data directory; returns (old epoch, size of its log
+    file so far, where the next run's lines begin)."""
+    epoch = str(_status(s)["epoch"])
+    s.kill("hub")
+    shutil.rmtree(s.root / "hub-data")
+    return epoch, s.agents["hub"].log.stat().st_size
+
+
+def _hub_log_since(s: LocalSite, offset: int) -> str:
+    with s.agents["hub"].log.open("rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode("utf-8", "replace")
+
+
+def _wait_caught_up(s: LocalSite, targets: list[Server], timeout: float = 90) -> None:
+    gtid = origin_gtid(s.origin)
+    for target in targets:
+        try:
+            wait_until(
+                lambda t=target: caught_up(t, "origin", gtid), timeout, 0.05, f"{target.name}"
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc} catching up to {gtid}\n{s.logs()}") from None
+
+
+def _assert_exactly_once(s: LocalSite, targets: list[Server], db: str) -> None:
+    rows = _count(s.origin, db)
+    with s.origin.connect(db) as conn, conn.cursor() as cur:
+        cur.execute("CHECKSUM TABLE t")
+        origin_sum = cur.fetchone()[1]
+    for target in targets:
+        problem = differences(s.origin, target, db, "t")
+        assert not problem, problem
+        with target.connect(db) as conn, conn.cursor() as cur:
+            cur.execute("CHECKSUM TABLE t")
+            assert cur.fetchone()[1] == origin_sum
+            cur.execute("SELECT COUNT(*), COUNT(DISTINCT id) FROM audit")
+            applied, distinct = cur.fetchone()
+        # Every row written once: none missing, none applied twice.
+        assert (applied, distinct) == (rows, rows), (target.name, applied, distinct, rows)
+
+
+def _lose_hub_under_writes(
+    s: LocalSite, target: Server, writer: Writer
+) -> tuple[str, int, checkpoints.Checkpoint]:
+    """With the writer running: lose the hub and start a new one, the origin's agent paused
+    meanwhile so that the target speaks to the new hub first. Returns the old epoch, where
+    the new hub's lines begin in its log, and the target's checkpoint at the loss."""
+    wait_until(lambda: _count(target, writer.db) > 50, 60, 0.05, "rows on the target")
+    old_epoch, log_offset = _lose_hub(s)
+    origin_agent = s.agents["origin"].process
+    assert origin_agent is not None
+    origin_agent.send_signal(signal.SIGSTOP)
+    try:
+        lost_at = writer.written
+        # Rows the old hub never saw: the ones a start at "current" would lose.
+        wait_until(lambda: writer.more_than(lost_at + 150), 60, 0.01, "writes meanwhile")
+        needed = _checkpoint(target)
+        assert needed.epoch == old_epoch
+        s.start("hub")
+        wait_until(
+            lambda: _target_row(s, target.name)["applied"] is not None,
+            30,
+            0.05,
+            "the target's checkpoint reported to the new hub",
+        )
+    finally:
+        origin_agent.send_signal(signal.SIGCONT)
+    resumed_at = writer.written
+    wait_until(lambda: writer.more_than(resumed_at + 100), 60, 0.01, "writes after")
+    return old_epoch, log_offset, needed
+
+
+def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """Writes go on the whole time. The origin's agent is paused while the new hub starts, so
+    the target speaks first and the hub registers the origin at the target's checkpoint (the
+    other order is the next test's)."""
+    create([origin, target], dbname, TABLE)
+    _audit([target], dbname)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()  # capture starts at "current": write only after
+        writer = Writer(origin, dbname)
+        with writer:
+            old_epoch, log_offset, needed = _lose_hub_under_writes(s, target, writer)
+        assert writer.error is None, writer.error
+        _wait_caught_up(s, [target])
+        _assert_exactly_once(s, [target], dbname)
+        assert _count(origin, dbname) == writer.written
+
+        status = _status(s)
+        new_epoch = status["epoch"]
+        assert new_epoch != old_epoch
+        assert _checkpoint(target).epoch == new_epoch  # written with the rows it covers
+        text = _hub_log_since(s, log_offset)
+        assert (
+            f"capture starts at {needed.position}, the oldest checkpoint its targets reported"
+            in text
+        ), text
+        assert "registered, capture starts at" not in text, text  # never at "current"
+        assert status["origins"][0]["halted"] is None
+        assert all(t["blocked"] is None for t in status["targets"])
+
+
+def test_target_down_at_the_loss_capture_restarts_from_the_oldest_checkpoint(
+    tmp_path: Path, origin: Server, target: Server, target2: Server, dbname: str
+) -> None:
+    """target2 is down (and behind) when the hub loses its data; target is up. The new hub
+    registers the origin where target (the only one reporting) stands; when target2 comes
+    back with an older checkpoint, capture restarts from there. Both end with every row
+    exactly once; target skips what it already had."""
+    targets = [target, target2]
+    create([origin, *targets], dbname, TABLE)
+    _audit(targets, dbname)
+    with site(tmp_path, origin, targets, dbname) as s:
+        s.start()
+        s.wait_online()
+        _insert(origin, dbname, range(0, 40))
+        _wait_caught_up(s, targets)
+        s.stop(target2.name)
+        _insert(origin, dbname, range(40, 100))  # the hub keeps these for target2, then loses them
+        _wait_caught_up(s, [target])
+        behind, ahead = _checkpoint(target2), _checkpoint(target)
+        assert behind.position < ahead.position
+        _old_epoch, log_offset = _lose_hub(s)
+        _insert(origin, dbname, range(100, 160))  # while no hub runs
+        s.start("hub")
+        _insert(origin, dbname, range(160, 200))
+        _wait_caught_up(s, [target])
+        status = _status(s)
+        assert {t["target"]: t["blocked"] for t in status["targets"]} == {
+            target.name: None,
+            target2.name: None,  # not reported yet: not judged
+        }
+        s.start(target2.name)
+        _wait_caught_up(s, targets)
+        _assert_exactly_once(s, targets, dbname)
+        text = _hub_log_since(s, log_offset)
+        assert f"capture restarts from {behind.position}" in text, text
+        assert f"target {target2.name} needs it from {behind.position}" in text, text
+        status = _status(s)
+        assert all(t["blocked"] is None and t["last_error"] is None for t in status["targets"])
+        assert {_checkpoint(t).epoch for t in targets} == {status["epoch"]}
+
+
+@pytest.fixture
+def forget_checkpoint(target: Server) -> Iterator[None]:
+    """After a test that purged the origin's binlog: the target's checkpoint of "origin" can
+    never be served again, and the next site on these servers would find it blocked. Drop it
+    (the next site then starts at the origin's current position)."""
+    yield
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute("DELETE FROM binlogsync.checkpoint WHERE origin = 'origin'")
+
+
+def _purge_all_but_current(origin: Server) -> str:
+    """FLUSH BINARY LOGS, then PURGE BINARY LOGS TO the new file; returns its name. A file
+    that a binlog dump still reads is kept by the server, so purge until it is gone."""
+    with origin.connect() as conn, conn.cursor() as cur:
+        cur.execute("FLUSH BINARY LOGS")
+        cur.execute("SHOW MASTER STATUS")
+        current = str(cur.fetchone()[0])
+
+        def purged() -> bool:
+            cur.execute(f"PURGE BINARY LOGS TO '{current}'")
+            cur.execute("SHOW BINARY LOGS")
+            return [r[0] for r in cur.fetchall()] == [current]
+
+        wait_until(purged, 30, 0.1, f"binlogs before {current} purged")
+    return current
+
+
+@pytest.mark.parametrize("purge", ["before the hub restarts", "after the hub restarted"])
+@pytest.mark.usefixtures("forget_checkpoint")
+def test_purged_binlog_blocks_the_target_reseed_needed(
+    tmp_path: Path, origin: Server, target: Server, dbname: str, purge: str
+) -> None:
+    """The binlog the target needs is purged. The target is blocked with "reseed needed" in
+    status and gets nothing from the new log (applying it would leave a silent hole). The
+    purge comes before the new hub hears from the origin, or after (then the hub's idea of
+    the origin's oldest binlog is stale when the target comes back)."""
+    create([origin, target], dbname, TABLE)
+    _audit([target], dbname)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        _insert(origin, dbname, range(0, 30))
+        _wait_caught_up(s, [target])
+        s.stop(target.name)
+        _insert(origin, dbname, range(30, 60))
+        before = _checkpoint(target)
+        _old_epoch, log_offset = _lose_hub(s)
+        _insert(origin, dbname, range(60, 90))
+        if purge == "before the hub restarts":
+            first = _purge_all_but_current(origin)
+        s.start("hub")
+        # The origin speaks to the new hub before the target (the other order is the first
+        # test's): it is registered where it stands, with a warning naming the silent target.
+        wait_until(lambda: _status(s)["origins"][0]["head"], 30, 0.05, "origin registered")
+        if purge == "after the hub restarted":
+            first = _purge_all_but_current(origin)
+        _insert(origin, dbname, range(90, 120))
+        gtid = origin_gtid(origin)
+        s.start(target.name)
+
+        def blocked() -> str | None:
+            return _target_row(s, target.name)["blocked"]  # type: ignore[no-any-return]
+
+        try:
+            reason = wait_until(blocked, 60, 0.05, "the target blocked")
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{_status(s)}\n{s.logs()}") from None
+        assert reason.startswith("reseed needed"), reason
+        assert str(before.position) in reason and first in reason, reason
+        # The origin goes on (other targets would get its changes), the target gets none.
+        wait_until(lambda: _status(s)["origins"][0]["head"]["gtid"] == gtid, 30, 0.05, "hub head")
+        status = _status(s)
+        assert status["origins"][0]["halted"] is None, status["origins"]
+        assert {h["name"]: h["online"] for h in status["hosts"]}[target.name] is True
+        assert _checkpoint(target) == before
+        assert _count(target, dbname) == 30
+        assert int(_scalar(target, dbname, "SELECT COUNT(*) FROM audit")) == 30
+        text = _hub_log_since(s, log_offset)
+        assert "reseed needed" in text, text
+        assert "have not reported a checkpoint to this log yet" in text, text
+        shown = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "binlogsync.cli",
+                "status",
+                "--config",
+                str(s.agents["hub"].config),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "BLOCKED: reseed needed" in shown.stdout, shown.stdout

@@ -137,8 +137,11 @@ class ManualHub:
 def test_batches_in_the_turn_that_restarts_capture_are_not_stored_past_the_hole(
     tmp_path: Path,
 ) -> None:
-    """The origin's BATCH and a target's older checkpoint read in one turn: the batch
-    continues the old head, so storing it after the restart would leave 4..8 out for good."""
+    """The origin's BATCH and a target's older checkpoint read in one turn. The batch
+    continues the head, so it is stored; capture restarts only once the origin, asked, says
+    HELLO (and so tells what its binlog still has). A batch it sent before that HELLO, read in
+    the same turn, continues the old head: stored after the restart it would leave 4..10 out
+    for good."""
     h = ManualHub(tmp_path)
     try:
         origin, target = Peer(h.endpoint), Peer(h.endpoint)
@@ -155,12 +158,57 @@ def test_batches_in_the_turn_that_restarts_capture_are_not_stored_past_the_hole(
         checkpoints = {"o1": _checkpoint(3)}
         target.send(frames.HELLO, hello_header("t1", ["target"], checkpoints=checkpoints))
         h.turn(2, first=frames.BATCH)
+        assert h.hub.log.head("o1") == tx(10).position  # no restart yet: no hole either
+        assert origin.recv(kind=frames.ERROR).header["code"] == "hello-first"
+        t1 = next(t for t in h.hub.status()["targets"] if t["target"] == "t1")
+        assert t1["blocked"].startswith("waiting for origin o1 to say HELLO"), t1
+        # The origin's HELLO restarts capture; a batch of its old run in the same turn,
+        # before the HELLO, is not stored.
+        origin.batch("o1", 3, [body(tx(11))], after=tx(10).position)
+        origin.send(
+            frames.HELLO, hello_header("o1", ["origin"], start=tx(11).position, oldest=OLDEST)
+        )
+        h.turn(2, first=frames.BATCH)
+        assert origin.recv(kind=frames.WELCOME).header["resume"] == tx(3).position
         assert h.hub.log.head("o1") == tx(3).position, "a batch was stored past the restart"
         with pytest.raises(TimeoutError):
             target.recv(timeout=0.3, kind=frames.DELIVER)
-        assert origin.recv(kind=frames.ERROR).header["code"] == "hello-first"
     finally:
         h.close()
+
+
+def test_a_binlog_purged_since_the_origins_last_hello_blocks_the_target_not_capture(
+    tmp_path: Path,
+) -> None:
+    """The origin said at its HELLO that its binlog starts at OLDEST; binlog.000001 was purged
+    since. A target then reports a checkpoint in binlog.000001: the hub asks the origin
+    before it restarts anything, and the answer blocks that target with "reseed needed"
+    while capture goes on. (Restarting on the stale answer dropped the log and sent capture
+    to a purged position, where it halted for every target.)"""
+    routes = (Route("o1", ("t1", "t2"), TableFilter(("*.*",))),)
+    with HubThread(tmp_path, routes=routes) as h:
+        fine = Peer(h.endpoint)
+        fine.hello("t2", ["target"], checkpoints={"o1": {**PURGED.to_json(), "epoch": "x"}})
+        origin = Peer(h.endpoint)
+        welcome = origin.hello("o1", ["origin"], start=PURGED, oldest=OLDEST)
+        assert welcome.header["resume"] == PURGED
+        after = [tx(i, file="binlog.000002") for i in (1, 2)]
+        origin.batch("o1", 1, [body(t) for t in after], after=PURGED)
+        origin.recv(kind=frames.ACK)
+        fine.applied(fine.recv(kind=frames.DELIVER))
+        late = Peer(h.endpoint)
+        late.hello("t1", ["target"], checkpoints={"o1": _checkpoint(3)})
+        assert origin.recv(kind=frames.ERROR).header["code"] == "hello-first"
+        again = origin.hello("o1", ["origin"], start=after[-1].position, oldest=PURGED)
+        assert again.header["resume"] == after[-1].position  # no restart
+        t1 = next(t for t in h.hub.status()["targets"] if t["target"] == "t1")
+        assert "reseed needed" in t1["blocked"] and str(tx(3).position) in t1["blocked"]
+        more = tx(3, file="binlog.000002")
+        origin.batch("o1", 2, [body(more)], after=after[-1].position)
+        origin.recv(kind=frames.ACK)
+        assert _positions(fine.recv(kind=frames.DELIVER)) == [more.position]
+        with pytest.raises(TimeoutError):
+            late.recv(timeout=0.3, kind=frames.DELIVER)
 
 
 def test_a_transaction_half_compacted_is_below_the_floor_and_never_sent_half(

@@ -11,8 +11,9 @@ such as deliveries still in flight when it asked for a re-send (FAILED `resend`)
 A target's HELLO reports its checkpoint, and that is the truth. When the checkpoint is older
 than anything this log holds for that origin (a new hub, a lost data directory, a target
 restored from a backup), capture restarts from there if the origin's binlog still has it
-(origins.py); otherwise the cursor is blocked with a "reseed needed" error until the target
-reports a checkpoint the log can serve.
+(origins.py; the target waits, blocked, until the origin's next HELLO tells); otherwise the
+cursor is blocked with a "reseed needed" error until the target reports a checkpoint the log
+can serve.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ class Delivery:
             return
         oldest = self.origins.oldest.get(origin)
         fixable = [c for c in behind if oldest is not None and c.applied_key >= oldest.key]
+        asked: list[Cursor] = []
         if fixable:
             start = min(fixable, key=lambda c: c.applied_key)
             assert start.applied is not None
@@ -134,16 +136,20 @@ class Delivery:
                 f"{start.epoch or 'unknown'}), older than this log (epoch {self.log.epoch}) "
                 f"holds (after {floor})"
             )
-            if self.origins.restart_from(origin, start.applied, why):
+            restarted = self.origins.restart_from(origin, start.applied, why)
+            if restarted:
                 for cursor in self.of_origin(origin):
                     cursor.rewind()
                 behind = [c for c in behind if c not in fixable]
+            elif restarted is None:
+                asked = fixable  # the origin's next HELLO decides (check_floor again)
         for cursor in behind:
-            if oldest is None:
+            if oldest is None or cursor in asked:
                 reason = (
-                    f"waiting for origin {origin} to connect: {cursor.target}'s checkpoint "
-                    f"{cursor.applied} is older than this log holds (after {floor}), and only "
-                    "the origin can tell whether its binlog still has it"
+                    f"waiting for origin {origin} to "
+                    f"{'say HELLO' if cursor in asked else 'connect'}: {cursor.target}'s "
+                    f"checkpoint {cursor.applied} is older than this log holds (after {floor}), "
+                    "and only the origin can tell whether its binlog still has it"
                 )
             else:
                 reason = (
@@ -153,7 +159,8 @@ class Delivery:
                     f"starts at {oldest}"
                 )
             if cursor.blocked != reason:
-                log.error("target %s, origin %s: %s", cursor.target, origin, reason)
+                say = log.warning if reason.startswith("waiting") else log.error
+                say("target %s, origin %s: %s", cursor.target, origin, reason)
             cursor.blocked, cursor.blocked_by = reason, "floor"
 
     # -- sending -------------------------------------------------------------------------------

@@ -6,8 +6,9 @@ data directory was lost), capture starts at the oldest checkpoint any of its tar
 reported, so nothing those targets still need is lost; only when no target has reported one
 does it start where the origin says (`origin.start`). A target that reports later, with a
 checkpoint older than anything the log holds, makes capture restart from there
-(`restart_from`) if the origin's binlog still has it; otherwise that target is blocked with a
-"reseed needed" error (delivery.py). Capture never starts from "now" silently.
+(`restart_from`) if the origin's binlog still has it — as the origin says in a HELLO, which it
+is asked for first, since a PURGE may have come after its last one; otherwise that target is
+blocked with a "reseed needed" error (delivery.py). Capture never starts from "now" silently.
 
 What it sends. BATCH bodies are whole transactions or parts of large ones; each origin's
 batches of one turn of the loop are stored in one commit and acknowledged after it.
@@ -82,6 +83,7 @@ class Origins:
         self.halted: dict[str, dict[str, Any]] = {}
         self.skips: dict[str, SkipRequest] = {}
         self._connecting: str | None = None  # the origin whose HELLO is being answered
+        self._fresh: str | None = None  # … if that HELLO brought the binlog's oldest position
         self.turn: dict[str, list[Pending]] = {}  # see begin_turn
 
     @contextmanager
@@ -91,7 +93,7 @@ class Origins:
         try:
             yield
         finally:
-            self._connecting = None
+            self._connecting = self._fresh = None
 
     # -- HELLO -------------------------------------------------------------------------------
     def hello(
@@ -105,8 +107,10 @@ class Origins:
         if name not in self.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")
         start = header["start"]
+        self._fresh = None
         if header["oldest"] is not None:  # unknown now (database unreachable): keep the last
             self.oldest[name] = header["oldest"]
+            self._fresh = name  # read just now: restart_from may trust it while connecting
         self._note_halt(name, header.get("halted"))
         skip = self.skips.pop(name, None)
         if skip is not None:
@@ -149,12 +153,29 @@ class Origins:
         self.turn = {}
         return self.turn
 
-    def restart_from(self, name: str, position: Position, why: str) -> bool:
+    def restart_from(self, name: str, position: Position, why: str) -> bool | None:
         """Restart `name`'s capture at `position` (its log starts over) if its binlog still has
-        it; False when it does not or is not known yet."""
+        it; False when it does not or is not known yet.
+
+        None: asked, not decided. What the origin said of its oldest binlog may be stale by now
+        (a PURGE or binlog expiry since its HELLO), and restarting at a purged position would
+        drop this log and stop capture for every target. So the restart happens only while
+        answering a HELLO that brought the oldest position just read; otherwise the origin is
+        made to say HELLO (if online), and the floor check that follows decides."""
         oldest = self.oldest.get(name)
         if oldest is None or position.key < oldest.key:
-            return False
+            return False  # the binlog only ever loses files: this holds whatever came since
+        if name != self._connecting or name != self._fresh:
+            host = self.hosts.get(name)
+            if host is not None and host.online:
+                log.info(
+                    "origin %s: %s; asking the origin whether its binlog still has %s",
+                    name,
+                    why,
+                    position,
+                )
+                self.kick(host, "a target needs older binlog: say HELLO with the oldest position")
+            return None
         dropped = self.log.restart(name, position)
         # Batches received earlier in this turn continue the old head: stored after the
         # restart they would leave a silent hole from `position` to there. Unacknowledged,
@@ -168,10 +189,7 @@ class Origins:
             position,
             dropped,
         )
-        host = self.hosts.get(name)
-        if host is not None and host.online and name != self._connecting:
-            self.kick(host, "capture restarts from an older position")
-        return True
+        return True  # the WELCOME being answered carries the new start
 
     # -- BATCH -------------------------------------------------------------------------------
     def batch(self, host: Host, message: frames.Message, pending: dict[str, list[Pending]]) -> None:

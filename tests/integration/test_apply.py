@@ -578,6 +578,37 @@ def test_ddl_is_never_executed_but_explains_a_mismatch(
     assert q(conn, "SELECT * FROM t ORDER BY id") == [(1, 1, None), (2, 2, 2)]
 
 
+def test_a_dropped_column_the_target_still_has_stops_apply_at_the_ddl(
+    conn: pymysql.Connection,
+    dbname: str,
+    origin_name: str,
+    applier: Applier,
+    settings: DatabaseSettings,
+) -> None:
+    """Not at the next row (which a restarted agent could not tell from an extra column):
+    the DDL's transaction itself waits, so a new applier stops there too."""
+    q(conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT, gone INT DEFAULT 7, `key` INT)")
+    applier.apply([txn(1, ins(dbname, "t", "id,v,gone,key", (1, 1, 1, 1)))])
+    alter = "ALTER TABLE t DROP COLUMN gone, DROP INDEX i, DROP IF EXISTS `key`"
+    log = [
+        txn(2, Change("ddl", dbname, "t", statement=alter)),
+        txn(3, ins(dbname, "t", "id,v", (2, 2))),
+    ]
+    for attempt in (applier, Applier(settings, origin_name)):  # the second: after a restart
+        try:
+            with pytest.raises(SchemaMismatchError) as caught:
+                attempt.apply(log)
+        finally:
+            if attempt is not applier:
+                attempt.close()
+        assert "the origin dropped column(s) `gone`, `key`" in caught.value.message
+        assert "`binlogsync skip` this DDL transaction" in caught.value.fix
+        assert stored(conn, origin_name)[1:3] == ("binlog.000001", 100)  # type: ignore[index]
+    q(conn, "ALTER TABLE t DROP COLUMN gone, DROP COLUMN `key`")
+    assert applier.apply(log) == pos(3)
+    assert q(conn, "SELECT * FROM t ORDER BY id") == [(1, 1), (2, 2)]
+
+
 def test_ddl_invalidates_the_cached_table_definition(
     conn: pymysql.Connection, dbname: str, applier: Applier
 ) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from binlogsync import codec
-from binlogsync.capture.ddl import parse_statement
+from binlogsync.capture.ddl import dml_tables, dropped_columns, parse_statement
 from binlogsync.capture.positions import current_position, earliest_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.capture.values import _fix_negative_time
@@ -673,6 +673,46 @@ def test_parse_statement(
     assert statement.tables == tables
     if schema is not None:
         assert statement.schema == schema
+
+
+@unit
+@pytest.mark.parametrize(
+    ("sql", "tables"),
+    [
+        ("INSERT INTO t VALUES (11, 'row', REPEAT('b', 3))", [("d", "t")]),
+        ("INSERT IGNORE INTO `s`.`t` SELECT * FROM u", [("s", "t"), ("d", "u")]),
+        ("REPLACE LOW_PRIORITY INTO t (a) VALUES (1)", [("d", "t")]),
+        (
+            "UPDATE LOW_PRIORITY IGNORE t JOIN s.u ON t.id = u.id SET t.a = 1",
+            [("d", "t"), ("s", "u")],
+        ),
+        ("DELETE QUICK FROM t WHERE id = 4", [("d", "t")]),
+        ("LOAD DATA INFILE 'f' INTO TABLE t", [("d", "t")]),
+        ("CALL p(1)", []),
+    ],
+)
+def test_dml_tables_names_where_tables_go(sql: str, tables: list[tuple[str, str]]) -> None:
+    """For the halt message: with a route like `d.*`, names_in's safe superset holds every
+    word of the statement (d.INSERT, d.11, …) and once hid the real table from the message."""
+    assert dml_tables(sql, "d") == tables
+
+
+@unit
+@pytest.mark.parametrize(
+    ("sql", "columns"),
+    [
+        ("ALTER TABLE c DROP COLUMN gone", ["gone"]),
+        ("ALTER ONLINE TABLE s.c DROP a, DROP COLUMN IF EXISTS `b`, ADD d INT", ["a", "b"]),
+        ("ALTER TABLE t DROP `key`", ["key"]),
+        ("ALTER TABLE t ALTER COLUMN c DROP DEFAULT", []),
+        ("ALTER TABLE t DROP INDEX i, DROP PRIMARY KEY, DROP FOREIGN KEY f", []),
+        ("ALTER TABLE t ADD CONSTRAINT x CHECK (a > 0), DROP CONSTRAINT y, DROP CHECK z", []),
+        ("ALTER TABLE t COMMENT 'drop x'", []),
+        ("DROP TABLE t", []),
+    ],
+)
+def test_dropped_columns(sql: str, columns: list[str]) -> None:
+    assert dropped_columns(sql) == columns
 
 
 @unit

@@ -315,7 +315,10 @@ class Applier:
             for changes in changesets:
                 for change in changes:
                     if change.kind == "ddl":
+                        self._doing = "reading the table definition"
+                        self.tables.check_ddl(cur, position, change)
                         self.tables.note_ddl(position, change)
+                        self._doing = ""
                         continue
                     self._doing = "reading the table definition"
                     if change.kind == "truncate":

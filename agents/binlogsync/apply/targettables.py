@@ -8,7 +8,12 @@ on the target), and any apply error clears the cache, so a retry sees the target
 
 Extra target columns are allowed (they take their defaults), but when the origin's DDL dropped
 a column that the target still has, apply stops with SchemaMismatchError instead of filling it
-with its default without a word.
+with its default without a word. It stops at the DDL itself (`check_ddl`, for the ALTER TABLE …
+DROP forms that ddl.py reads): that transaction is not applied until the target drops the
+column too, so the stop survives a restart of the agent, and `binlogsync skip` of that DDL
+transaction is the recorded way to keep the column. Where the DDL did not say (another form),
+the first change with fewer columns after a DDL stops apply (`_check_dropped`; in memory only:
+after a restart an extra column is only named in a warning).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..capture.ddl import dropped_columns
 from ..errors import ApplyError, MissingTableError, SchemaMismatchError
 from ..model import Change
 from ..position import Position
@@ -153,6 +159,37 @@ class TargetTables:
                 change.table,
                 ", ".join(extra),
             )
+
+    def check_ddl(self, cursor: Any, position: Position, change: Change) -> None:
+        """Before the origin's DDL is noted: stop if it drops a column the target still has."""
+        dropped = dropped_columns(change.statement) if change.table else []
+        if not dropped:
+            return
+        self.before_query()
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (change.schema, change.table),
+        )
+        have = {
+            r[2].lower(): r[2]
+            for r in cursor.fetchall()
+            if r[0] == change.schema and r[1] == change.table
+        }
+        kept = [have[c.lower()] for c in dropped if c.lower() in have]
+        if not kept:
+            return  # dropped here already (or no such table: its first row says so)
+        columns = ", ".join(f"`{c}`" for c in kept)
+        text = change.statement
+        if len(text) > _SHOW_DDL:
+            text = text[:_SHOW_DDL] + "…"
+        raise SchemaMismatchError(
+            context(self.origin, self.target, position, change.schema, change.table)
+            + f"the origin dropped column(s) {columns} ({text}), which the target still has: "
+            "the rows after it would fill them with their defaults",
+            f"drop {columns} on the target as the origin did; apply resumes by itself (to keep "
+            "them on purpose, `binlogsync skip` this DDL transaction)",
+        )
 
     def note_ddl(self, position: Position, change: Change) -> None:
         """Remember the origin's DDL and forget what we knew of the tables it touches."""

@@ -186,6 +186,52 @@ def _name_list(
     return tuple(dict.fromkeys(names))
 
 
+# Words after which a DML statement names a table: INSERT/REPLACE INTO t, UPDATE t,
+# DELETE FROM t, … JOIN t, LOAD DATA … INTO TABLE t; and modifiers that may come between.
+_DML_TABLE_AFTER = {"INTO", "UPDATE", "FROM", "JOIN", "TABLE"}
+_DML_MODIFIERS = ("LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE", "QUICK", "TABLE")
+
+
+def dml_tables(sql: str, default_schema: str, limit: int = 2000) -> list[tuple[str, str]]:
+    """The tables a DML statement names where a table goes, in order: for messages. Decisions
+    use `names_in`, which never misses one (and so names keywords and values too)."""
+    toks = _tokens(sql, limit)
+    names: list[tuple[str, str]] = []
+    for i, tok in enumerate(toks):
+        if tok.upper in _DML_TABLE_AFTER:
+            name = _name_at(toks, _skip(toks, i + 1, *_DML_MODIFIERS), default_schema)
+            if name is not None:
+                names.append(name[0])
+    return list(dict.fromkeys(names))
+
+
+# What may follow DROP in ALTER TABLE without being a column (a column so named is quoted).
+_NOT_A_COLUMN = {
+    "INDEX", "KEY", "PRIMARY", "FOREIGN", "CONSTRAINT", "CHECK", "PARTITION", "PERIOD",
+    "SYSTEM", "UNIQUE", "FULLTEXT", "SPATIAL", "DEFAULT",
+}  # fmt: skip
+
+
+def dropped_columns(sql: str, limit: int = 2000) -> list[str]:
+    """The columns an ALTER TABLE statement drops (`DROP [COLUMN] [IF EXISTS] c`, any number
+    of them); [] for any other statement."""
+    toks = _tokens(sql, limit)
+    i = _skip(toks, 1, "ONLINE", "OFFLINE", "IGNORE")
+    if not toks or toks[0].upper != "ALTER" or i >= len(toks) or toks[i].upper != "TABLE":
+        return []
+    columns: list[str] = []
+    depth = 0
+    for j in range(i + 1, len(toks)):
+        text = toks[j].text
+        depth += (text == "(") - (text == ")")
+        if depth or toks[j].upper != "DROP":
+            continue
+        k = _skip_if_exists(toks, _skip(toks, j + 1, "COLUMN"))
+        if k < len(toks) and toks[k].ident and toks[k].upper not in _NOT_A_COLUMN:
+            columns.append(toks[k].text)
+    return list(dict.fromkeys(columns))
+
+
 def names_in(sql: str, default_schema: str, limit: int = 2000) -> set[tuple[str, str]]:
     """Every (schema, table) a statement could name: each `a.b`, and with a default schema each
     bare name (keywords included, which only makes the answer larger, never smaller)."""

@@ -69,7 +69,7 @@ from ..errors import CaptureHalted, PreflightError, UnreachableError
 from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tables import TableFilter
-from .ddl import Statement, names_in, parse_statement
+from .ddl import Statement, dml_tables, names_in, parse_statement
 from .tablemap import TableMapCache
 from .values import TableShape
 
@@ -346,11 +346,14 @@ class BinlogReader:
             return
         touched = sorted(n for n in names_in(sql, schema) if self.tables.matches(*n))
         if touched:
+            # Named: the tables where the statement puts them, not every word that a route
+            # like `db.*` would match (keywords, values) — unless none is found there.
+            named = [n for n in dml_tables(sql, schema) if self.tables.matches(*n)] or touched
             self._halt(
                 group,
                 event,
                 "statement-based DML that may change routed table(s) "
-                f"{', '.join(f'{s}.{t}' for s, t in touched[:5])}: {sql[:200]!r}; its "
+                f"{', '.join(f'{s}.{t}' for s, t in named[:5])}: {sql[:200]!r}; its "
                 "rows are not in the binlog (binlog_format is not ROW)",
                 _ROW_FORMAT_FIX,
             )

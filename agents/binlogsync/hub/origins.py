@@ -350,6 +350,11 @@ class Origins:
 
 
 def _position(value: Any) -> dict[str, Any] | None:
+    """A halt's position for status: HALTED brings a Position (decoded by frames), a HELLO's
+    `halted` map the JSON form. (Positions of HALTED were once dropped here, so status showed
+    a halt without its position.)"""
+    if isinstance(value, Position):
+        return value.to_json()
     try:
         return Position.from_json(value).to_json() if value is not None else None
     except ProtocolError:

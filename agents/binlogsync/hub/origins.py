@@ -83,7 +83,6 @@ class Origins:
         self.halted: dict[str, dict[str, Any]] = {}
         self.skips: dict[str, SkipRequest] = {}
         self._connecting: str | None = None  # the origin whose HELLO is being answered
-        self._fresh: str | None = None  # … if that HELLO brought the binlog's oldest position
         self.turn: dict[str, list[Pending]] = {}  # see begin_turn
 
     @contextmanager
@@ -93,7 +92,7 @@ class Origins:
         try:
             yield
         finally:
-            self._connecting = self._fresh = None
+            self._connecting = None
 
     # -- HELLO -------------------------------------------------------------------------------
     def hello(
@@ -107,10 +106,8 @@ class Origins:
         if name not in self.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")
         start = header["start"]
-        self._fresh = None
         if header["oldest"] is not None:  # unknown now (database unreachable): keep the last
             self.oldest[name] = header["oldest"]
-            self._fresh = name  # read just now: restart_from may trust it while connecting
         self._note_halt(name, header.get("halted"))
         skip = self.skips.pop(name, None)
         if skip is not None:
@@ -160,12 +157,13 @@ class Origins:
         None: asked, not decided. What the origin said of its oldest binlog may be stale by now
         (a PURGE or binlog expiry since its HELLO), and restarting at a purged position would
         drop this log and stop capture for every target. So the restart happens only while
-        answering a HELLO that brought the oldest position just read; otherwise the origin is
-        made to say HELLO (if online), and the floor check that follows decides."""
+        answering the origin's HELLO, which brings the oldest position read just before (or,
+        when it could not be read, the last one known); otherwise the origin is made to say
+        HELLO (if online), and the floor check that follows it decides."""
         oldest = self.oldest.get(name)
         if oldest is None or position.key < oldest.key:
             return False  # the binlog only ever loses files: this holds whatever came since
-        if name != self._connecting or name != self._fresh:
+        if name != self._connecting:
             host = self.hosts.get(name)
             if host is not None and host.online:
                 log.info(

@@ -165,42 +165,48 @@ def _assert_exactly_once(s: LocalSite, targets: list[Server], db: str) -> None:
 
 
 def _lose_hub_under_writes(
-    s: LocalSite, target: Server, writer: Writer
+    s: LocalSite, target: Server, writer: Writer, pause_origin: bool
 ) -> tuple[str, int, checkpoints.Checkpoint]:
-    """With the writer running: lose the hub and start a new one, the origin's agent paused
-    meanwhile so that the target speaks to the new hub first. Returns the old epoch, where
-    the new hub's lines begin in its log, and the target's checkpoint at the loss."""
+    """With the writer running: lose the hub and start a new one (with `pause_origin`, the
+    origin's agent is stopped meanwhile, so the target speaks to the new hub first). Returns
+    the old epoch, where the new hub's lines begin in its log, and the target's checkpoint at
+    the loss."""
     wait_until(lambda: _count(target, writer.db) > 50, 60, 0.05, "rows on the target")
     old_epoch, log_offset = _lose_hub(s)
     origin_agent = s.agents["origin"].process
     assert origin_agent is not None
-    origin_agent.send_signal(signal.SIGSTOP)
+    if pause_origin:
+        origin_agent.send_signal(signal.SIGSTOP)
     try:
         lost_at = writer.written
         # Rows the old hub never saw: the ones a start at "current" would lose.
         wait_until(lambda: writer.more_than(lost_at + 150), 60, 0.01, "writes meanwhile")
-        needed = _checkpoint(target)
+        needed = _checkpoint(target)  # nothing moves it while no hub runs
         assert needed.epoch == old_epoch
         s.start("hub")
-        wait_until(
-            lambda: _target_row(s, target.name)["applied"] is not None,
-            30,
-            0.05,
-            "the target's checkpoint reported to the new hub",
-        )
+        if pause_origin:
+            wait_until(
+                lambda: _target_row(s, target.name)["applied"] is not None,
+                30,
+                0.05,
+                "the target's checkpoint reported to the new hub",
+            )
     finally:
-        origin_agent.send_signal(signal.SIGCONT)
+        if pause_origin:
+            origin_agent.send_signal(signal.SIGCONT)
     resumed_at = writer.written
     wait_until(lambda: writer.more_than(resumed_at + 100), 60, 0.01, "writes after")
     return old_epoch, log_offset, needed
 
 
+@pytest.mark.parametrize("order", ["target first", "as they come"])
 def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
-    tmp_path: Path, origin: Server, target: Server, dbname: str
+    tmp_path: Path, origin: Server, target: Server, dbname: str, order: str
 ) -> None:
-    """Writes go on the whole time. The origin's agent is paused while the new hub starts, so
-    the target speaks first and the hub registers the origin at the target's checkpoint (the
-    other order is the next test's)."""
+    """Writes go on the whole time. "target first": the origin's agent is paused while the
+    new hub starts, so the hub registers the origin at the target's checkpoint. "as they
+    come": whichever agent says HELLO first; if the origin does, it is registered where it
+    stands, and the target's checkpoint then restarts capture from there."""
     create([origin, target], dbname, TABLE)
     _audit([target], dbname)
     with site(tmp_path, origin, [target], dbname) as s:
@@ -208,7 +214,9 @@ def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
         s.wait_online()  # capture starts at "current": write only after
         writer = Writer(origin, dbname)
         with writer:
-            old_epoch, log_offset, needed = _lose_hub_under_writes(s, target, writer)
+            old_epoch, log_offset, needed = _lose_hub_under_writes(
+                s, target, writer, pause_origin=order == "target first"
+            )
         assert writer.error is None, writer.error
         _wait_caught_up(s, [target])
         _assert_exactly_once(s, [target], dbname)
@@ -219,11 +227,15 @@ def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
         assert new_epoch != old_epoch
         assert _checkpoint(target).epoch == new_epoch  # written with the rows it covers
         text = _hub_log_since(s, log_offset)
-        assert (
+        registered = (
             f"capture starts at {needed.position}, the oldest checkpoint its targets reported"
-            in text
-        ), text
-        assert "registered, capture starts at" not in text, text  # never at "current"
+        )
+        if order == "target first" or "registered, capture starts at" not in text:
+            assert registered in text, text
+            assert "registered, capture starts at" not in text, text  # never at "current"
+        else:  # the origin spoke first: registered where it stood, with a warning, then
+            assert "have not reported a checkpoint to this log yet" in text, text
+            assert f"capture restarts from {needed.position}" in text, text
         assert status["origins"][0]["halted"] is None
         assert all(t["blocked"] is None for t in status["targets"])
 

@@ -394,7 +394,7 @@ def test_no_client_is_admitted_while_the_hub_starts(
 
 
 def test_without_a_zap_handler_nobody_is_admitted(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Should the ZAP handler be missing, libzmq must refuse CURVE clients, not admit any key
     (the socket enforces its ZAP domain)."""
@@ -403,18 +403,26 @@ def test_without_a_zap_handler_nobody_is_admitted(
         def stop(self) -> None:
             pass
 
+    caplog.set_level(logging.WARNING, logger="binlogsync.hub")
     monkeypatch.setattr(curve, "start_authenticator", lambda context, admit: NoHandler())
     keys = tmp_path / "keys"
     (keys / "authorized").mkdir(parents=True)
     for name in ("hub", "o1"):
-        public, _ = curve.make_keys(keys, name)
+        curve.make_keys(keys, name)
     shutil.copy(keys / "o1.key", keys / "authorized" / "o1.key")
     security = Security(
         secret_key_file=keys / "hub.key_secret", authorized_keys_dir=keys / "authorized"
     )
     with HubThread(tmp_path / "hub", security=security) as h:
-        assert _handshake_outcome(Site(h, keys), "o1") != zmq.EVENT_HANDSHAKE_SUCCEEDED
-        assert h.hub.error is None
+        peer = Site(h, keys).peer("o1")
+        peer.send(frames.HELLO, hello_header("o1", ["origin"], START))
+        _wait_for(
+            lambda: any("handshake failed" in r.getMessage() for r in caplog.records),
+            "the hub to fail the handshake",
+        )
+        with pytest.raises(TimeoutError):
+            peer.recv(timeout=0.5)
+        assert h.hub.hosts["o1"].online is False and h.hub.error is None
 
 
 def test_a_message_without_a_curve_user_id_is_refused_not_fatal(tmp_path: Path) -> None:

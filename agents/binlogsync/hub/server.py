@@ -85,6 +85,8 @@ class Hub(RunLoop):
                 own_public, _ = curve.load_pair(security.secret_key_file)
                 self.access.admin_keys.setdefault(own_public, self.config.name)
                 curve.secure_server(sock, security.secret_key_file)
+                # Before bind: no client may connect while nobody checks its key.
+                auth = curve.start_authenticator(context, self.access.admitted)
             try:
                 sock.bind(self.config.bind)
             except zmq.ZMQError as exc:
@@ -95,8 +97,6 @@ class Hub(RunLoop):
             self.bound_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
             (self.config.data_dir / "endpoint").write_text(self.bound_endpoint + "\n")
             http = serve(self.config.metrics, self.metrics.registry)
-            if security.enabled:
-                auth = curve.start_authenticator(context, self.access.admitted)
             monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
             self._announce()
             self._sock = sock
@@ -205,8 +205,10 @@ class Hub(RunLoop):
         touched: set[tuple[str, str]] = set()
         for parts in received:
             identity = parts[0].bytes
-            user_id = str(parts[1].get("User-Id")) if self.config.security.enabled else None
+            user_id = _user_id(parts[1]) if self.config.security.enabled else None
             try:
+                if self.config.security.enabled and user_id is None:
+                    raise ProtocolError("the connection did not pass the hub's key check")
                 message = frames.decode([p.bytes for p in parts[1:]], self.config.max_message_bytes)
                 host = self.access.check(self.hosts, identity, message, user_id)
                 if host is not None:
@@ -361,3 +363,13 @@ class Hub(RunLoop):
         return status.build(
             self.config.name, self.started, self.log, self.hosts, self.origins, self.delivery
         )
+
+
+def _user_id(frame: zmq.Frame) -> str | None:
+    """The CURVE key (z85) the ZAP handler admitted for this message's connection, or None
+    when the connection did not pass it (libzmq then sets no User-Id)."""
+    try:
+        value = frame.get("User-Id")
+    except zmq.ZMQError:
+        return None
+    return str(value) if value else None

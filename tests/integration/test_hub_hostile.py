@@ -15,6 +15,7 @@ Before the hub range-checked positions, `binlog.99999999999:4` ended it with Ove
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -172,8 +173,8 @@ def _named(name: bytes) -> Callable[[zmq.Socket[bytes]], None]:
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
     routes = (Route("o1", ("t1",), TableFilter(("*.*",))),)
-    # A long heartbeat: the good peers stay online without pinging.
-    with HubThread(tmp_path, routes=routes, heartbeat_interval=10.0) as h:
+    # Good peers stay online without pinging (20 s of silence); the loop turns every 50 ms.
+    with HubThread(tmp_path, routes=routes, heartbeat_interval=0.2, heartbeat_liveness=100) as h:
         origin = Peer(h.endpoint, setup=_named(b"good-o1"))
         origin.hello("o1", ["origin"], start=START)
         origin.batch("o1", 1, [body(tx(1))])
@@ -544,7 +545,7 @@ def test_parts_out_of_order_are_not_stored_and_the_origin_starts_over(site: Site
                 _batch(None, wire_part(1, begin=begin)),
                 _batch(
                     {"seq": 3},
-                    wire_part(2, True, end, Position("binlog.000001", 2010).to_wire(), NOW),
+                    wire_part(2, True, end, Position("binlog.000001", 1010).to_wire(), NOW),
                 ),
             ],
         ),
@@ -832,6 +833,21 @@ def test_odd_but_harmless_messages_are_answered_and_change_nothing(
     site.assert_good_data_flows()
 
 
+def test_a_halt_report_shows_its_positions(site: Site) -> None:
+    """HALTED's positions reach `status` (they were dropped: decoded positions were taken
+    for malformed ones), and the next stored transaction ends the halt."""
+    halted = {**HALTED, "position": tx(1).position.to_json(), "end": pos(offset=1500)}
+    site.origin.send(frames.HALTED, {**halted, "at": "UPDATE shop.t", "error": "row image"})
+    site.origin.send(frames.PING, {})
+    assert site.origin.recv().kind == frames.PONG
+    shown = site.hub.status()["origins"][0]["halted"]
+    assert shown["error"] == "row image" and shown["at"] == "UPDATE shop.t"
+    assert shown["position"] == tx(1).position.to_json()
+    assert shown["end"] == pos(offset=1500)
+    site.hub.origins.halted.clear()  # what assert_good_data_flows expects of the rest
+    site.assert_good_data_flows()
+
+
 def test_target_reports_for_sequences_never_sent_are_ignored(site: Site) -> None:
     """APPLIED for a seq the hub never sent, with no position: nothing moves, nothing breaks."""
     for seq in (0, 2, 2**63 - 1):
@@ -839,6 +855,26 @@ def test_target_reports_for_sequences_never_sent_are_ignored(site: Site) -> None
     site.target.send(frames.PING, {})  # answered after the APPLIEDs: they were handled
     assert site.target.recv().kind == frames.PONG
     site.assert_nothing_changed("APPLIED for unknown seqs")
+    site.assert_good_data_flows()
+
+
+def test_a_flood_of_distinct_refusals_is_logged_within_bounds(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Refusals are logged once a minute per sender and reason; a sender that varies the
+    reason must not grow the hub's memory or its log without bound (each line was kept)."""
+    caplog.set_level(logging.WARNING, logger="binlogsync.hub")
+    flood = 3000
+    peer = site.fresh()
+    for i in range(flood):
+        peer.send_raw(_hello(host=f"intruder{i}"))  # "host 'intruderN' is not in any route"
+    for _ in range(flood):
+        assert peer.recv().kind == frames.ERROR
+    assert site.hub.metrics.rejected._value.get() >= flood
+    lines = [r for r in caplog.records if r.getMessage().startswith("rejected a message")]
+    assert 0 < len(lines) <= 1000
+    assert len(site.hub.access._logged) <= 1000
+    site.assert_nothing_changed("flood")
     site.assert_good_data_flows()
 
 
@@ -932,6 +968,33 @@ def _mutate(rng: random.Random, parts: list[bytes], pool: list[list[bytes]]) -> 
     return parts
 
 
+# Values a structured mutation puts somewhere inside a header or body.
+HOSTILE_VALUES: list[Any] = [
+    -1, -(2**63), 2**31, 2**40, 2**63 - 1, 2**63, 2**64 - 1, 0, 1.5, float("nan"),
+    float("inf"), float("-inf"), True, False, None, "", "x" * BIG, b"\xff" * 8, [], {},
+    deep(), pos(OVERFLOW), pos(offset=2**63), OVERFLOW, msgpack.Timestamp(1), ext(42, b""),
+    ext(1, b"NaN"), ext(4, msgpack.packb(2**63)), {"file": deep()}, [None] * 7,
+]  # fmt: skip
+
+
+def _mutate_value(rng: random.Random, value: Any) -> Any:
+    """`value` with one place inside it (or itself) replaced by a hostile value."""
+    if isinstance(value, dict) and value and rng.random() < 0.8:
+        key = rng.choice(list(value))
+        return {**value, key: _mutate_value(rng, value[key])}
+    if isinstance(value, list) and value and rng.random() < 0.8:
+        i = rng.randrange(len(value))
+        return [*value[:i], _mutate_value(rng, value[i]), *value[i + 1 :]]
+    return rng.choice(HOSTILE_VALUES)
+
+
+def _mutate_structure(rng: random.Random, parts: list[bytes]) -> list[bytes]:
+    """Well-formed msgpack still: one value inside the header or a body made hostile."""
+    i = rng.randrange(2, len(parts))
+    value = msgpack.unpackb(parts[i], raw=False, strict_map_key=False)
+    return [*parts[:i], pack(_mutate_value(rng, value)), *parts[i + 1 :]]
+
+
 def _drain(peer: Peer) -> None:
     while peer.sock.poll(0):
         peer.sock.recv_multipart()
@@ -954,7 +1017,11 @@ def test_fuzzed_messages_never_stop_the_hub(site: Site) -> None:
             senders["origin"].hello("o1", ["origin"], start=START)
             senders["target"].hello("t1", ["target"], checkpoints={"o1": tx(1).position.to_json()})
         role, parts = rng.choice(valid)
-        senders[role].send_raw(_mutate(rng, parts, pool))
+        if rng.random() < 0.5:
+            mutated = _mutate(rng, parts, pool)
+        else:
+            mutated = _mutate_structure(rng, parts)
+        senders[role].send_raw(mutated)
         done += 1
         if done % 100 == 0:
             assert site.hub.error is None and site.hub.alive, f"after {done} messages"
@@ -962,6 +1029,7 @@ def test_fuzzed_messages_never_stop_the_hub(site: Site) -> None:
             probe.send(frames.STATUS, {})
             assert probe.recv(kind=frames.STATUS_REPLY).kind == frames.STATUS_REPLY
             probe.close()
+    print(f"{done} fuzzed messages, {site.hub.metrics.rejected._value.get()} rejected")
     assert done >= 500, f"only {done} fuzzed messages within {FUZZ_SECONDS} s"
     assert site.hub.error is None and site.hub.alive
     assert site.hub.metrics.rejected._value.get() - rejected_before > done // 4

@@ -71,7 +71,11 @@ def site(tmp_path: Path) -> Iterator[Site]:
     )
     # A long heartbeat: peers of these tests stay online without pinging.
     with HubThread(
-        tmp_path / "hub", routes=ROUTES, security=security, heartbeat_interval=10.0
+        tmp_path / "hub",
+        routes=ROUTES,
+        security=security,
+        heartbeat_interval=0.2,
+        heartbeat_liveness=100,
     ) as h:
         yield Site(h, keys)
         assert h.hub.error is None

@@ -121,10 +121,13 @@ class Site:
         return {"origin": self.origin, "target": self.target}.get(role) or self.fresh()
 
     def assert_nothing_changed(self, case: str, target_connected: bool = True) -> None:
-        """The hub lives and holds what it held: tx 1, no skip, no repair, no halt, no error
-        on t1's cursor, t1 still on its own connection."""
+        """The hub lives (a fresh peer's HELLO is welcomed) and holds what it held: tx 1, no
+        skip, no repair, no halt, no error on t1's cursor, t1 still on its own connection."""
         hub = self.hub
         assert hub.error is None and hub.alive, case
+        probe = self.fresh()
+        assert probe.hello("t2", ["target"]).kind == frames.WELCOME, case
+        probe.close()
         assert hub.log.head("o1") == tx(1).position, case
         assert hub.log.log_rows("o1") == 1, case
         assert not hub.origins.skips and not hub.origins.halted, case
@@ -172,7 +175,8 @@ def _named(name: bytes) -> Callable[[zmq.Socket[bytes]], None]:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    routes = (Route("o1", ("t1",), TableFilter(("*.*",))),)
+    # o2 never connects: t2 is the host a fresh probe says HELLO as, changing nothing.
+    routes = (Route("o1", ("t1",), TableFilter(("*.*",))), Route("o2", ("t2",)))
     # Good peers stay online without pinging (20 s of silence); the loop turns every 50 ms.
     with HubThread(tmp_path, routes=routes, heartbeat_interval=0.2, heartbeat_liveness=100) as h:
         origin = Peer(h.endpoint, setup=_named(b"good-o1"))
@@ -262,6 +266,9 @@ def _header_with(kind: bytes, role: str, header: dict[str, Any], field: str) -> 
 REPAIR = {"origin": "o1", "target": "t1", "snapshot": tx(1).position.to_json(), "id": "r1"}
 FAILED = {"origin": "o1", "position": None, "error": "boom", "retry_in": 1.0}
 HALTED = {"origin": "o1", "error": "stopped", "position": None, "at": "", "end": None}
+WELCOME = {"hub": "hub", "epoch": "e", "resume": None, "heartbeat": 1.0}
+DELIVER = {"origin": "o1", "seq": 1, "upto": pos(), "after": None}
+SKIPPED = {"id": "s1", "origin": "o1", "skipped_from": None, "to": pos()}
 
 # Every field that carries a position → how to build a message with `bad` in it.
 POSITION_FIELDS: dict[str, Callable[[Any], tuple[str, list[bytes]]]] = {
@@ -305,6 +312,14 @@ POSITION_FIELDS: dict[str, Callable[[Any], tuple[str, list[bytes]]]] = {
     "CAPTURE_SKIP to": _header_with(
         frames.CAPTURE_SKIP, "fresh", {"origin": "o1", "reason": "x", "id": "s1"}, "to"
     ),
+    # Kinds only the hub sends, sent to it with a position in them.
+    "WELCOME resume": _header_with(frames.WELCOME, "origin", WELCOME, "resume"),
+    "ACK upto": _header_with(frames.ACK, "origin", {"origin": "o1", "seq": 1}, "upto"),
+    "DELIVER upto": _header_with(frames.DELIVER, "origin", DELIVER, "upto"),
+    "DELIVER after": _header_with(frames.DELIVER, "origin", DELIVER, "after"),
+    "REPAIRED upto": _header_with(frames.REPAIRED, "origin", {"id": "r1"}, "upto"),
+    "SKIPPED to": _header_with(frames.SKIPPED, "origin", SKIPPED, "to"),
+    "SKIPPED skipped_from": _header_with(frames.SKIPPED, "origin", SKIPPED, "skipped_from"),
 }
 
 

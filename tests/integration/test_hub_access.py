@@ -69,7 +69,7 @@ def site(tmp_path: Path) -> Iterator[Site]:
         authorized_keys_dir=authorized,
         admin_keys_dir=admins,
     )
-    # A long heartbeat: peers of these tests stay online without pinging.
+    # Peers of these tests stay online without pinging (20 s of silence).
     with HubThread(
         tmp_path / "hub",
         routes=ROUTES,

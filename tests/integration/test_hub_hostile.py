@@ -6,9 +6,11 @@ harmless answer said below), and nothing of it may be stored or change what the 
 checked on the hub's state after every message, and at the end of every test through a good
 target that must receive exactly the good transaction sent after them.
 
-Found here (each fixed; the cases stay): a header value nested ~1000 deep ended the hub with
-RecursionError (repr/str of it in an error message); a HELLO whose checkpoints were refused
-had already taken the host over; a transaction part that ends before it begins was stored.
+Found here (each fixed; the cases stay): a value nested ~1000 deep in a header or a body
+ended the hub with RecursionError (repr/str of it in an error message); a HELLO whose
+checkpoints were refused had already taken the host over; a transaction part that ends before
+it begins was stored; HALTED's positions never reached `status`; a peer varying its refused
+messages made the hub log, and remember, every one of them.
 Before the hub range-checked positions, `binlog.99999999999:4` ended it with OverflowError
 (SQLite INTEGER): that exact position is the first case of every field that carries one.
 """
@@ -1044,9 +1046,22 @@ def test_fuzzed_messages_never_stop_the_hub(site: Site) -> None:
             probe.send(frames.STATUS, {})
             assert probe.recv(kind=frames.STATUS_REPLY).kind == frames.STATUS_REPLY
             probe.close()
-    print(f"{done} fuzzed messages, {site.hub.metrics.rejected._value.get()} rejected")
     assert done >= 500, f"only {done} fuzzed messages within {FUZZ_SECONDS} s"
     assert site.hub.error is None and site.hub.alive
     assert site.hub.metrics.rejected._value.get() - rejected_before > done // 4
     fresh = site.fresh()
     assert fresh.hello("o1", ["origin"], start=START).kind == frames.WELCOME
+
+
+def test_a_batch_before_the_hub_knows_where_capture_starts_is_refused(site: Site) -> None:
+    """o2 was welcomed without a place to resume (no start, no target checkpoint): an honest
+    client says HELLO again; transactions sent anyway would be stored with no floor, so a
+    target's older checkpoint could never be told from a gap."""
+    o2 = site.fresh()
+    assert o2.hello("o2", ["origin"]).header["resume"] is None
+    o2.batch("o2", 1, [body(tx(1))])
+    reply = o2.recv()
+    assert reply.kind == frames.ERROR and reply.header["code"] == "rejected", reply
+    assert site.hub.log.head("o2") is None and site.hub.log.log_rows("o2") == 0
+    site.assert_nothing_changed("BATCH before registration")
+    site.assert_good_data_flows()

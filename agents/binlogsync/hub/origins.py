@@ -177,6 +177,14 @@ class Origins:
         header = message.header
         if "origin" not in host.roles or header["origin"] != host.name:
             raise ProtocolError(f"{host.name} may only send its own origin's transactions")
+        if self.log.head(host.name) is None:
+            # Its WELCOME said resume nil: with nothing registered the log would have no floor,
+            # and a target's older checkpoint could not be told from a gap.
+            raise ProtocolError(
+                f"BATCH before the hub knows where {host.name}'s capture starts",
+                "say HELLO with a start position (origin.start) and wait for a WELCOME with "
+                "`resume`",
+            )
         after = header["after"]
         ahead = self._ahead(host.name, pending)
         if after is not None and ahead is not None and after.key > ahead.key:

@@ -292,6 +292,17 @@ def test_a_host_key_speaks_only_for_its_own_host(
     assert site.hub.hub.log.log_rows("o1") == 2  # tx 1 and 2, from o1 alone
 
 
+def test_a_refusal_quoting_a_long_host_name_is_still_a_valid_error(site: Site) -> None:
+    """The ERROR quotes the host the HELLO named; at the longest name a header may carry it
+    was longer than any ERROR may be, and the client could not read why it was refused."""
+    running(site)
+    peer = site.peer("t1")
+    peer.send(frames.HELLO, hello_header("x" * frames.MAX_STRING, ["target"]))
+    message = refusal(peer)  # decoded: every field within its limits
+    assert message.startswith("HELLO for host 'xxx") and len(message) <= frames.MAX_STRING
+    assert site.hub.hub.error is None
+
+
 # -- refusals are logged with the key's name or fingerprint -------------------------------
 
 

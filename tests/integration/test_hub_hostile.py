@@ -731,6 +731,13 @@ ADMIN_CASES: list[tuple[str, list[bytes]]] = [
     ("REPAIR target an origin", _repair({"target": "o1"})),
     ("REPAIR target nested deep", _repair({"target": deep()})),
     ("REPAIR origin unknown", _repair({"origin": "o9"})),
+    # Names as long as a header string may be: the ERROR must still be a valid message.
+    ("REPAIR target at the limit", _repair({"target": "t" * frames.MAX_STRING})),
+    ("REPAIR origin at the limit", _repair({"origin": "o" * frames.MAX_STRING})),
+    (
+        "CAPTURE_SKIP origin at the limit",
+        raw(frames.CAPTURE_SKIP, {**SKIP, "origin": "o" * frames.MAX_STRING}),
+    ),
     ("REPAIR id int", _repair({"id": 5})),
     ("REPAIR id huge", _repair({"id": "r" * BIG})),
     ("REPAIR id nested deep", _repair({"id": deep()})),

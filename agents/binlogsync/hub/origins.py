@@ -278,7 +278,7 @@ class Origins:
     def skip_request(self, identity: bytes, header: dict[str, Any]) -> None:
         name, to = header["origin"], header["to"]
         if name not in self.names:
-            raise ProtocolError(f"{name!r} is not the origin of any route")
+            raise ProtocolError(f"{name[:64]!r} is not the origin of any route")
         if not header["reason"].strip():
             raise ProtocolError("a capture skip needs a reason")
         head = self.log.head(name)

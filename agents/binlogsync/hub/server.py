@@ -307,6 +307,8 @@ class Hub(RunLoop):
             f"{who} ({identity.hex()[:8]}): {reason[:120]}", "rejected a message from %s"
         )
         code = "hello-first" if reason.startswith("send HELLO first") else "rejected"
+        if len(reason) > frames.MAX_STRING:  # it may quote what the peer sent: still a message
+            reason = reason[: frames.MAX_STRING - 1] + "…"
         self._send(identity, frames.ERROR, {"code": code, "message": reason})
 
     def _send(

@@ -10,7 +10,9 @@ Found here (each fixed; the cases stay): a value nested ~1000 deep in a header o
 ended the hub with RecursionError (repr/str of it in an error message); a HELLO whose
 checkpoints were refused had already taken the host over; a transaction part that ends before
 it begins was stored; HALTED's positions never reached `status`; a peer varying its refused
-messages made the hub log, and remember, every one of them.
+messages made the hub log, and remember, every one of them; a BATCH from an origin with no
+start position was stored with no floor; an ERROR quoting long names, ids or errors was too
+long for the client to decode.
 Before the hub range-checked positions, `binlog.99999999999:4` ended it with OverflowError
 (SQLite INTEGER): that exact position is the first case of every field that carries one.
 """
@@ -1072,3 +1074,24 @@ def test_a_batch_before_the_hub_knows_where_capture_starts_is_refused(site: Site
     assert site.hub.log.head("o2") is None and site.hub.log.log_rows("o2") == 0
     site.assert_nothing_changed("BATCH before registration")
     site.assert_good_data_flows()
+
+
+def test_answers_quoting_long_ids_and_errors_are_valid_messages(site: Site) -> None:
+    """An id and an error as long as a header string may be, quoted together in one ERROR
+    (repair-failed, skip-failed): the requester must still be able to read it."""
+    admin = site.fresh()
+    admin.send_raw(_repair({"id": "r" * frames.MAX_STRING}))
+    delivered = site.target.recv(kind=frames.DELIVER)
+    assert delivered.header["repair"] is True
+    failed = {**FAILED, "error": "e" * frames.MAX_STRING, "seq": delivered.header["seq"]}
+    site.target.send(frames.FAILED, {**failed, "repair": True})
+    answer = admin.recv()  # decoded: within every limit
+    assert answer.kind == frames.ERROR and answer.header["code"] == "repair-failed"
+    first, second = site.fresh(), site.fresh()
+    first.send_raw(raw(frames.CAPTURE_SKIP, {**SKIP, "id": "a" * frames.MAX_STRING}))
+    assert site.origin.recv().header["code"] == "hello-first"  # asked to reconnect
+    second.send_raw(raw(frames.CAPTURE_SKIP, {**SKIP, "id": "b" * frames.MAX_STRING}))
+    answer = first.recv()
+    assert answer.kind == frames.ERROR and answer.header["code"] == "skip-failed"
+    assert "replaced by capture-skip bbb" in answer.header["message"]
+    assert site.hub.error is None and site.hub.alive

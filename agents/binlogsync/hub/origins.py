@@ -290,7 +290,7 @@ class Origins:
         earlier = self.skips.get(name)
         if earlier is not None:
             self._answer_skip(
-                earlier, None, None, f"replaced by capture-skip {header['id']} before it ran"
+                earlier, None, None, f"replaced by capture-skip {header['id'][:64]} before it ran"
             )
         self.skips[name] = SkipRequest(name, identity, header["id"], to, header["reason"])
         host = self.hosts.get(name)
@@ -333,7 +333,7 @@ class Origins:
             self.send(
                 skip.requester,
                 frames.ERROR,
-                {"code": "skip-failed", "message": f"capture-skip {skip.id}: {error}"},
+                {"code": "skip-failed", "message": f"capture-skip {skip.id[:64]}: {error}"},
                 (),
             )
             return

@@ -116,7 +116,7 @@ class Repairs:
             frames.ERROR,
             {
                 "code": "repair-failed",
-                "message": f"target {target} could not apply repair {repair.id}: {header['error']}",
+                "message": f"target {target} could not apply repair {repair.id[:64]}: {header['error']}",
             },
             (),
         )

@@ -307,8 +307,6 @@ class Hub(RunLoop):
             f"{who} ({identity.hex()[:8]}): {reason[:120]}", "rejected a message from %s"
         )
         code = "hello-first" if reason.startswith("send HELLO first") else "rejected"
-        if len(reason) > frames.MAX_STRING:  # it may quote what the peer sent: still a message
-            reason = reason[: frames.MAX_STRING - 1] + "…"
         self._send(identity, frames.ERROR, {"code": code, "message": reason})
 
     def _send(
@@ -321,6 +319,9 @@ class Hub(RunLoop):
         sock = self._sock
         if sock is None:
             return False
+        if kind == frames.ERROR and len(header["message"]) > frames.MAX_STRING:
+            # It may quote what peers sent (names, ids, errors): it must stay a valid message.
+            header = {**header, "message": header["message"][: frames.MAX_STRING - 1] + "…"}
         try:
             sock.send_multipart([identity, *frames.encode(kind, header, bodies)], zmq.NOBLOCK)
             return True

@@ -12,7 +12,9 @@ The ROUTER on the hub sees the peer's routing id in front of frame 0. `decode` c
 everything a peer could get wrong (frame count, version, kind, sizes, header fields, their
 types and ranges) and raises ProtocolError naming the problem; the agents log it and carry on.
 A value that passes `decode` is safe to store and compare: integers fit 63 bits, numbers are
-finite, strings are bounded, positions are valid.
+finite, strings are bounded, positions are valid; HELLO's checkpoints are checked whole and its
+`halted` report is put in HALTED's shape (`halt_report`). A value nested too deep to show in
+an error message is refused too (RecursionError never leaves `decode` or `decode_body`).
 """
 
 from __future__ import annotations

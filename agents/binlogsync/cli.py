@@ -10,8 +10,10 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import __version__
 from .errors import BinlogsyncError
@@ -70,7 +72,6 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_skip(args: argparse.Namespace) -> int:
     from .apply.checkpoint import skip
     from .config import load_client
-    from .position import Position
 
     config = load_client(args.config)
     if config.target is None:
@@ -79,7 +80,7 @@ def cmd_skip(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    moved = skip(config.target.database, args.origin, Position.parse(args.position), args.reason)
+    moved = skip(config.target.database, args.origin, args.position, args.reason)
     print(
         f"checkpoint of {args.origin} on {config.target.database} moved to {moved}; "
         "the skip is recorded in binlogsync.skipped"
@@ -87,12 +88,26 @@ def cmd_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def _position_arg(text: str) -> Any:
+    """FILE:OFFSET, checked while the arguments are parsed (a mistake exits 2)."""
+    from .errors import ProtocolError
+    from .position import Position
+
+    try:
+        return Position.parse(text)
+    except ProtocolError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}") from None
+
+
+def _position_or_current(text: str) -> Any:
+    return text if text == "current" else _position_arg(text)
+
+
 def cmd_capture_skip(args: argparse.Namespace) -> int:
     from .errors import UsageError
     from .hubcommands import skip_capture
-    from .position import Position
 
-    to = None if args.to == "current" else Position.parse(args.to)
+    to = None if args.to == "current" else args.to
     if not args.reason.strip():
         raise UsageError("--reason is empty", "say why capture moves on; it is recorded")
     before, after = skip_capture(args.config, args.origin, to, args.reason, args.timeout)
@@ -129,7 +144,19 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clean_up_on_sigterm() -> None:
+    """SIGTERM ends the command through its `finally` blocks, so the servers and agents it
+    started stop with it (by default Python would die at once and leave them running)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    _clean_up_on_sigterm()
     if args.which == "large-tx":
         from .devsite.large_tx import main as large_tx_main
 
@@ -146,6 +173,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _clean_up_on_sigterm()
     from .devsite.demo import main as demo_main
 
     return demo_main(args)
@@ -222,7 +250,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--origin", required=True, help="host name of the origin the transaction is from"
     )
-    s.add_argument("--position", required=True, help="FILE:OFFSET of the failing transaction")
+    s.add_argument(
+        "--position",
+        required=True,
+        type=_position_arg,
+        help="FILE:OFFSET of the failing transaction",
+    )
     s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
 
@@ -236,6 +269,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--to",
         required=True,
+        type=_position_or_current,
         help="FILE:OFFSET where capture resumes (the end of the transaction `status` shows), "
         "or 'current' for the origin's binlog position now (after a reseed)",
     )

@@ -43,6 +43,8 @@ _HUB_KEYS = (
     "compact_interval",
 )
 _ROUTE_KEYS = ("origin", "targets", "tables", "rename")
+MIN_MESSAGE_BYTES = 1 << 20
+MAX_MESSAGE_BYTES = 1 << 30
 _CLIENT_KEYS = ("name", "hub", "heartbeat_interval", "heartbeat_liveness", "max_message_bytes")
 _DATABASE_KEYS = ("host", "port", "user", "password", "password_file", "password_env")
 _ORIGIN_KEYS = (
@@ -116,6 +118,17 @@ class _Section:
         value = self.get(key, kind, default)
         if value <= 0:
             raise ConfigError(f"{self.name}.{key} must be > 0, got {value!r}")
+        return value
+
+    def message_bytes(self, key: str) -> int:
+        """A message size limit: at least 1 MiB (the hub refuses clients below that: a part
+        of a large transaction must fit), at most 1 GiB."""
+        value = int(self.get(key, int, 64 * 1024 * 1024))
+        if not MIN_MESSAGE_BYTES <= value <= MAX_MESSAGE_BYTES:
+            raise ConfigError(
+                f"{self.name}.{key} must be between {MIN_MESSAGE_BYTES} (1 MiB) and "
+                f"{MAX_MESSAGE_BYTES} (1 GiB), got {value!r}"
+            )
         return value
 
     def port(self, key: str, default: Any = _MISSING, allow_zero: bool = False) -> int:
@@ -417,7 +430,7 @@ def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None)
         batch_transactions=s.positive("batch_transactions", int, 1000),
         heartbeat_interval=s.positive("heartbeat_interval", float, 1.0),
         heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
-        max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
+        max_message_bytes=s.message_bytes("max_message_bytes"),
         compact_interval=s.positive("compact_interval", float, 5.0),
     )
 
@@ -470,7 +483,7 @@ def load_client(
         metrics=_metrics(data, base),
         heartbeat_interval=s.positive("heartbeat_interval", float, 1.0),
         heartbeat_liveness=s.positive("heartbeat_liveness", int, 3),
-        max_message_bytes=s.positive("max_message_bytes", int, 64 * 1024 * 1024),
+        max_message_bytes=s.message_bytes("max_message_bytes"),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import errno
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, start_http_server
 
 from .config import Metrics
 from .errors import ConfigError
@@ -65,6 +65,17 @@ class HubMetrics:
         )
 
 
+HUB_LINK_STATES = (
+    "connecting",
+    "welcomed",
+    "refused",
+    "dropped",
+    "handshake_failed",
+    "silent",
+    "rejected",
+)
+
+
 class ClientMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
@@ -103,12 +114,22 @@ class ClientMetrics:
         )
         self.unanswered_hellos = Gauge(
             "binlogsync_hub_unanswered_hellos",
-            "HELLOs sent since the last WELCOME (growing: the hub is unreachable or refuses)",
+            "Heartbeat intervals of saying HELLO since the last WELCOME (growing: the hub is "
+            "unreachable, refuses, or is silent)",
             registry=r,
         )
         self.hub_handshake_failures = Gauge(
             "binlogsync_hub_handshake_failures",
             "CURVE handshakes with the hub that failed since the link was last up (a key mismatch)",
+            registry=r,
+        )
+        self.hub_link = Enum(
+            "binlogsync_hub_link",
+            "The link to the hub: welcomed, or why no WELCOME comes (connecting: nothing known "
+            "yet; refused: nothing listens; dropped: a peer that is no ZeroMQ hub; "
+            "handshake_failed: CURVE keys do not match; silent: connected, no answer; "
+            "rejected: the hub answered HELLO with an error)",
+            states=list(HUB_LINK_STATES),
             registry=r,
         )
 

@@ -9,6 +9,7 @@ peaked at 615 MB (issue 6, defect 1).
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 from pathlib import Path
@@ -199,12 +200,15 @@ def test_parts_survive_kill_9_of_every_agent_mid_transaction(
             assert cur.fetchone()[0] == 1  # once, though three streams began
 
 
+@pytest.mark.parametrize("limited", ["origin", "hub"])
 def test_a_row_too_large_for_a_message_halts_capture_with_one_clear_error(
-    tmp_path: Path, origin: Server, target: Server, dbname: str
+    tmp_path: Path, origin: Server, target: Server, dbname: str, limited: str
 ) -> None:
+    """The limit set on the origin's agent, or only on the hub (which tells the origin in its
+    WELCOME; before, the origin sent the batch anyway and the hub's socket dropped it)."""
     create([origin, target], dbname, "CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)")
-    extra = {"origin": "max_message_bytes = 1048576"}
-    with site(tmp_path, origin, [target], dbname, client_extra=extra) as s:
+    extra = {limited: "max_message_bytes = 1048576"}
+    with site(tmp_path, origin, [target], dbname, agent_extra=extra) as s:
         s.start()
         s.wait_online()
         with origin.connect(dbname) as conn, conn.cursor() as cur:
@@ -228,3 +232,43 @@ def test_a_row_too_large_for_a_message_halts_capture_with_one_clear_error(
         text = log.read_text()
         assert text.count("capture stopped") == 1, text
         assert "saying HELLO again" not in text, text
+
+
+@pytest.mark.timeout(600)
+def test_a_hub_silent_mid_stream_then_the_next_large_transaction(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """The hub stops answering (SIGSTOP, longer than the target's liveness) while the target
+    streams a large transaction; the target says HELLO again, the old stream ends one way or
+    the other, and the next large transaction replicates too. The benchmark once stalled here
+    for good: 8 parts in flight, the target's worker idle, no error anywhere."""
+    rows = 20_000
+    create([origin, target], dbname, BIG)
+    with site(tmp_path, origin, [target], dbname, origin_extra="part_rows = 500") as s:
+        s.start()
+        s.wait_online()
+        blocker = Blocker(target, dbname, rows // 2)
+        try:
+            with origin.connect(dbname) as conn, conn.cursor() as cur:
+                cur.execute(
+                    f"INSERT INTO big SELECT seq, 1, REPEAT('y', 88) FROM seq.seq_1_to_{rows}"
+                )
+            wait_until(blocker.stream_waits, 120, 0.15, "the stream at the row lock")
+            hub = s.agents["hub"].process
+            assert hub is not None
+            log = s.agents[target.name].log
+            hub.send_signal(signal.SIGSTOP)
+            try:
+                wait_until(lambda: "saying HELLO again" in log.read_text(), 30, 0.05, "link lost")
+            finally:
+                hub.send_signal(signal.SIGCONT)
+            wait_until(lambda: "welcomed target after" in log.read_text(), 30, 0.05, "welcomed")
+        finally:
+            blocker.release()
+        for sql in ("UPDATE big SET n = n + 1", "DELETE FROM big"):
+            try:
+                _replicate(s, dbname, sql, timeout=120)
+            except AssertionError:
+                status = fetch_status(str(s.agents["hub"].config))
+                raise AssertionError(f"{sql}: {status['targets']}\n{s.logs()}") from None
+        assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from binlogsync.devsite.localsite import Agent, wait_until
 from binlogsync.devsite.sandbox import Sandbox, Server, free_port
-from binlogsync.devsite.verify import differences
+from binlogsync.devsite.verify import caught_up, differences
 from binlogsync.hubcommands import fetch_status as fetch
 from sitekit import create
 
@@ -74,14 +73,25 @@ def test_two_way_sync_converges_and_does_not_echo(
 
         wait_until(converged, 60, 0.05, "both servers equal")
 
-        # No echo: what a applied from b is not captured again as a's change (and back).
-        def appended() -> dict[str, int]:
-            return {o["origin"]: o["appended"] for o in fetch(str(hub_config))["origins"]}
-
-        first = appended()
-        assert first == {"a": 100, "b": 100}, first
-        time.sleep(1.5)  # an echo loop would keep appending; give it time to show
-        assert appended() == first
+        # No echo: what a applied from b is not captured again as a's change (and back). A
+        # fence written on each side after convergence comes later in its binlog than every
+        # change applied there; once each fence is applied on the other side, capture has read
+        # past all of them, so an echo would have been stored by then.
+        fences = {}
+        for name, server in (("a", a), ("b", b)):
+            with server.connect(dbname) as conn, conn.cursor() as cur:
+                cur.execute(f"INSERT INTO from_{name} VALUES (100, 'fence')")
+                cur.execute("SELECT @@last_gtid")  # this session's: the fence's own GTID
+                fences[name] = str(cur.fetchone()[0])
+        wait_until(
+            lambda: caught_up(b, "a", fences["a"]) and caught_up(a, "b", fences["b"]),
+            30,
+            0.05,
+            "both fences applied on the other side",
+        )
+        appended = {o["origin"]: o["appended"] for o in fetch(str(hub_config))["origins"]}
+        assert appended == {"a": 101, "b": 101}, appended
+        assert converged()
     finally:
         for agent in reversed(agents):
             agent.stop()

@@ -113,7 +113,7 @@ def test_bad_input_gives_clear_messages_and_changes_nothing(
     from binlogsync.reconcile.job import run
 
     down = run(Options(db(origin), (closed,), (f"{dbname}.t",), pin="none"), spark)
-    assert down.exit_code == 2 and "cannot be reached" in down.tables[0].error
+    assert down.exit_code == 2 and "cannot reach MySQL/MariaDB" in down.tables[0].error
     assert f"127.0.0.1:{closed.port}" in down.tables[0].error
     down = run(Options(closed, (db(target),), (f"{dbname}.t",), pin="none"), spark)
     assert down.exit_code == 2 and "source database" in down.errors[0]

@@ -69,6 +69,22 @@ def test_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert err.startswith("error: ") and "missing.toml" in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["skip", "--config", "t.toml", "--origin", "o", "--position", "binlog.1", "--reason", "r"],
+        ["capture-skip", "--config", "h.toml", "--origin", "o", "--to", "x:y", "--reason", "r"],
+    ],
+)
+def test_a_malformed_position_is_a_usage_error_exit_2(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "is not FILE:OFFSET" in capsys.readouterr().err
+
+
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:
     # `binlogsync … | head -1`: more output than a pipe holds, and the reader leaves after one
     # line, so the command's writes fail with EPIPE while it is still printing.

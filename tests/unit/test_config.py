@@ -73,6 +73,8 @@ def _client(tmp_path: Path, body: str) -> Path:
         ("[origin]\nserver_id = 5\nstart = 'yesterday'\n", "origin.start must be"),
         ("[origin]\nserver_id = 5\nsevrer = 1\n", "unknown key(s): sevrer"),
         ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
+        ("max_message_bytes = 65536\n[target]\n", "max_message_bytes must be between 1048576"),
+        ("max_message_bytes = 2147483648\n[target]\n", "and 1073741824 (1 GiB)"),
         (
             "[target]\n[security]\nsecret_key_file = 'k.key_secret'\n",
             "security.hub_public_key_file is missing",

@@ -8,9 +8,16 @@
 The loop never blocks on anything but its poll: database reads for HELLO (the target's
 checkpoints, the origin's binlog positions) run on a short-lived thread (`HelloInfo`),
 capture and apply run on threads of their own that are never joined from the loop, and a
-hub that does not answer is asked again on a timer, not after a sleep. After three HELLOs
-without an answer the agent says why the hub may be silent (nothing listening, a CURVE
-handshake refused, a hub that accepts and stays silent), as far as the socket monitor tells.
+hub that does not answer is asked again on a timer, not after a sleep.
+
+A HELLO is sent again each heartbeat interval only while no connection carries one: on a
+connection that is up, the hub has it and answers when it can (a paused hub would otherwise
+find one HELLO per interval waiting, each resetting its view of this host to a stale one),
+so it is repeated there only after `heartbeat_liveness` intervals, then at doubling gaps. A
+new connection gets a HELLO at once. After three intervals without an answer the agent says
+why the hub may be silent (nothing listening, a peer that is not a hub, a CURVE handshake
+refused, a HELLO refused, a hub that accepts and stays silent), in its log and in the
+binlogsync_hub_link metric.
 """
 
 from __future__ import annotations
@@ -37,8 +44,9 @@ from .target import TargetRole
 
 log = logging.getLogger("binlogsync.client")
 
-_FIRST_DIAGNOSIS = 3  # unanswered HELLOs before the agent says what it sees
+_FIRST_DIAGNOSIS = 3  # HELLO intervals without an answer before the agent says what it sees
 _DIAGNOSIS_EVERY = 30
+_HELLO_GAP_MAX = 30.0  # seconds: the longest wait before a HELLO on an up connection is repeated
 
 
 class HelloInfo(RunLoop):
@@ -123,9 +131,13 @@ class ClientAgent(RunLoop):
         self.resume: Position | None = None
         self.hello_info: HelloInfo | None = None
         self.next_hello = 0.0
-        self.unanswered = 0  # HELLOs sent since the last WELCOME
+        self.unanswered = 0  # HELLO intervals since the last WELCOME
+        self.hello_sent_at: float | None = None  # a HELLO is out on the current connection
+        self.hello_gap = 0.0  # the wait before that HELLO is repeated on the same connection
         self.lost_at: float | None = None
         self.last_refusal = ""
+        self.refusal = ""  # the hub's ERROR answer to our HELLO, until a WELCOME
+        self.link_state = ""
 
     def wake(self) -> None:
         """Make the loop look around now (called from worker threads)."""
@@ -180,14 +192,22 @@ class ClientAgent(RunLoop):
         poller.register(self.wake_pull, zmq.POLLIN)
         while not self.stopping:
             ready = dict(poller.poll(int(tick * 1000)))
-            if self.link.monitor in ready and self.link.events() and not self.welcomed:
-                self.next_hello = 0.0  # the connection is back: say HELLO now
+            if self.link.monitor in ready:
+                change = self.link.events()
+                if change.came_up or change.went_down:
+                    self.hello_sent_at = None  # a HELLO on the old connection is lost
+                if change.went_down and self.welcomed:
+                    # Back, it is a new connection the hub does not know: HELLO before anything.
+                    self._lost(f"the connection to the hub at {self.link.endpoint} dropped")
+                if change.came_up and not self.welcomed:
+                    self.next_hello = 0.0  # the connection is back: say HELLO now
             if self.link.socket in ready:
                 for message in self.link.receive():
                     self._handle(message)
             if self.wake_pull in ready:
                 self._silence_wake()
             now = time.monotonic()
+            self.link.redial(now)
             if self.welcomed:
                 if self.target is not None:
                     self._report_outcomes()
@@ -204,8 +224,22 @@ class ClientAgent(RunLoop):
                     self.link.send(frames.PING, {})
             if not self.welcomed:
                 self._say_hello(now)
-            self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
+            self._show_link()
         return 0
+
+    def _diagnosis(self) -> tuple[str, str]:
+        """(state, sentence): why no WELCOME comes, as far as this agent can tell."""
+        if self.refusal:
+            return "rejected", f"the hub at {self.link.endpoint} refuses HELLO: {self.refusal}"
+        diagnosis = self.link.diagnosis()
+        return diagnosis.state, diagnosis.text
+
+    def _show_link(self) -> None:
+        state = "welcomed" if self.welcomed else self._diagnosis()[0]
+        if state != self.link_state:
+            self.link_state = state
+            self.metrics.hub_link.state(state)
+        self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
 
     def _silence_wake(self) -> None:
         while True:
@@ -217,6 +251,13 @@ class ClientAgent(RunLoop):
     # -- HELLO -----------------------------------------------------------------------------
     def _say_hello(self, now: float) -> None:
         if now < self.next_hello:
+            return
+        interval = self.config.heartbeat_interval
+        sent_at = self.hello_sent_at
+        if sent_at is not None and self.link.up and now < sent_at + self.hello_gap - interval / 2:
+            # This connection carries our HELLO: the hub answers it when it can.
+            self.next_hello = now + interval
+            self._unanswered()
             return
         info = self.hello_info
         if info is None or (
@@ -231,19 +272,28 @@ class ClientAgent(RunLoop):
             return  # still reading the databases; it wakes the loop when done
         self.hello_info = None
         self.next_hello = now + self.config.heartbeat_interval
-        self.link.send(frames.HELLO, info.header)  # not connected: the diagnosis says so
+        if self.link.send(frames.HELLO, info.header):  # not connected: the diagnosis says so
+            if sent_at is None:
+                self.hello_gap = interval * self.config.heartbeat_liveness
+            else:
+                self.hello_gap = min(self.hello_gap * 2, max(_HELLO_GAP_MAX, self.hello_gap))
+            self.hello_sent_at = now
+        self._unanswered()
+
+    def _unanswered(self) -> None:
         self.unanswered += 1
         self.metrics.unanswered_hellos.set(self.unanswered)
         if self.unanswered == _FIRST_DIAGNOSIS or (
             self.unanswered > _FIRST_DIAGNOSIS and self.unanswered % _DIAGNOSIS_EVERY == 0
         ):
             log.warning(
-                "no WELCOME after %d HELLO attempt(s): %s",
+                "no WELCOME after %d HELLO interval(s): %s",
                 self.unanswered,
-                self.link.diagnosis(),
+                self._diagnosis()[1],
             )
 
     def _welcome(self, header: dict[str, Any]) -> None:
+        self.hello_sent_at = None  # answered
         resume = header["resume"]
         if self.origin is not None and resume is None:
             log.warning(
@@ -257,6 +307,8 @@ class ClientAgent(RunLoop):
         took = f" after {time.monotonic() - self.lost_at:.1f} s" if self.lost_at else ""
         self.welcomed, self.unanswered, self.lost_at = True, 0, None
         self.epoch, self.resume = header["epoch"], resume
+        self.refusal = self.last_refusal = ""
+        self.link.use_hub_heartbeat(header["heartbeat"])
         self.metrics.hub_online.set(1)
         self.metrics.unanswered_hellos.set(0)
         log.info(
@@ -265,6 +317,12 @@ class ClientAgent(RunLoop):
         if self.target is not None:
             self.target.reset(self.epoch)
         if self.origin is not None and resume is not None:
+            hub_limit = header.get("max_message_bytes")
+            limit = min(self.config.max_message_bytes, hub_limit or self.config.max_message_bytes)
+            if limit != self.origin.max_message_bytes:
+                # A batch over the hub's limit would be dropped by its socket, unanswered.
+                log.info("the hub takes messages up to %d bytes: batches stay below that", limit)
+                self.origin.max_message_bytes = limit
             self.origin.start(resume)
             log.info("capture resumes after %s", resume)
 
@@ -291,6 +349,8 @@ class ClientAgent(RunLoop):
         elif kind == frames.DELIVER and self.target is not None and self.welcomed:
             self.target.deliver(header["origin"], header, message.bodies)
         elif kind == frames.ERROR:
+            if not self.welcomed:
+                self.hello_sent_at = None  # an answer to our HELLO
             if header["code"] == "hello-first":
                 if self.welcomed:
                     self._lost(f"the hub asks for HELLO ({header['message'][:200]})")
@@ -298,6 +358,8 @@ class ClientAgent(RunLoop):
             if header["message"] != self.last_refusal:
                 log.error("hub refused: %s", header["message"][:1000])
             self.last_refusal = header["message"]
+            if not self.welcomed:  # before WELCOME we send only HELLO: this answers it
+                self.refusal = header["message"][:1000]
 
     def _report_outcomes(self) -> None:
         assert self.target is not None

@@ -84,7 +84,7 @@ class LocalSite:
     hub_port: int | None = None
     agents: dict[str, Agent] = field(default_factory=dict)
     origin_extra: str = ""  # more [origin] lines, e.g. "part_rows = 1000"
-    client_extra: dict[str, str] = field(default_factory=dict)  # name → more [client] lines
+    agent_extra: dict[str, str] = field(default_factory=dict)  # name → more [hub]/[client] lines
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -135,6 +135,7 @@ class LocalSite:
             f'[hub]\nname = "hub"\nbind = "tcp://127.0.0.1:{port}"\n'
             f'data_dir = "{self.root / "hub-data"}"\n'
             f"heartbeat_interval = {self.heartbeat}\ncompact_interval = 2.0\n"
+            f"{self.agent_extra.get('hub', '')}\n"
             f'\n[[route]]\norigin = "origin"\ntables = [{tables}]\ntargets = [{targets}]\n'
             + self._security("hub", hub=True)
         )
@@ -158,7 +159,7 @@ class LocalSite:
     def _write_client(self, name: str, roles: str) -> None:
         text = (
             f'[client]\nname = "{name}"\nhub = "{self.endpoint}"\n'
-            f"heartbeat_interval = {self.heartbeat}\n{self.client_extra.get(name, '')}\n"
+            f"heartbeat_interval = {self.heartbeat}\n{self.agent_extra.get(name, '')}\n"
             + roles
             + self._security(name, False)
         )

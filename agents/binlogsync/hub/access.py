@@ -18,9 +18,9 @@ message:
 Refused handshakes and refused messages are logged with the key's name, or its fingerprint
 when the key is unknown: once a minute per key (handshakes) or per sender and reason
 (messages), and at most a thousand distinct ones a minute. A message on a connection that
-did not pass the ZAP handler (no User-Id) is refused. With CURVE off there are no keys, so
-nothing can be told apart: every peer may do everything, which is why the hub then warns
-unless it listens on loopback.
+did not pass the ZAP handler (no User-Id) is dropped unanswered. With CURVE off there are no
+keys, so nothing can be told apart: every peer may do everything, which is why the hub then
+warns unless it listens on loopback.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from ..config import HubConfig
+from ..config import MIN_MESSAGE_BYTES, HubConfig
 from ..errors import ProtocolError, TransportError
 from ..metrics import HubMetrics, serve
 from ..runloop import RunLoop
@@ -85,7 +85,7 @@ class Hub(RunLoop):
                 own_public, _ = curve.load_pair(security.secret_key_file)
                 self.access.admin_keys.setdefault(own_public, self.config.name)
                 curve.secure_server(sock, security.secret_key_file)
-                # Before bind: no client may connect while nobody checks its key.
+                # Before the bind: a handshake that finds no ZAP handler is let in unchecked.
                 auth = curve.start_authenticator(context, self.access.admitted)
             try:
                 sock.bind(self.config.bind)
@@ -95,7 +95,10 @@ class Hub(RunLoop):
                     "choose a free port in hub.bind, or stop the process that holds it",
                 ) from exc
             self.bound_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-            (self.config.data_dir / "endpoint").write_text(self.bound_endpoint + "\n")
+            # Whole or not at all: a reader polling for the file never sees half of it.
+            partial = self.config.data_dir / "endpoint.new"
+            partial.write_text(self.bound_endpoint + "\n")
+            partial.replace(self.config.data_dir / "endpoint")
             http = serve(self.config.metrics, self.metrics.registry)
             monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
             self._announce()
@@ -205,10 +208,14 @@ class Hub(RunLoop):
         touched: set[tuple[str, str]] = set()
         for parts in received:
             identity = parts[0].bytes
-            user_id = _user_id(parts[1]) if self.config.security.enabled else None
+            user_id = None
+            if self.config.security.enabled:
+                try:
+                    user_id = str(parts[1].get("User-Id"))
+                except zmq.ZMQError:  # not checked by the ZAP handler: never let in
+                    self.metrics.rejected.inc()
+                    continue
             try:
-                if self.config.security.enabled and user_id is None:
-                    raise ProtocolError("the connection did not pass the hub's key check")
                 message = frames.decode([p.bytes for p in parts[1:]], self.config.max_message_bytes)
                 host = self.access.check(self.hosts, identity, message, user_id)
                 if host is not None:
@@ -266,7 +273,7 @@ class Hub(RunLoop):
                 f"host {name[:64]!r} is not in any [[route]] of the hub config",
                 "add it to a route's origin or targets, or fix client.name",
             )
-        if header["max_message_bytes"] < 1 << 20:
+        if header["max_message_bytes"] < MIN_MESSAGE_BYTES:
             raise ProtocolError(
                 f"{name}'s max_message_bytes ({header['max_message_bytes']}) is below 1 MiB",
                 "raise client.max_message_bytes",
@@ -291,6 +298,7 @@ class Hub(RunLoop):
                 "epoch": self.log.epoch,
                 "resume": resume,
                 "heartbeat": self.config.heartbeat_interval,
+                "max_message_bytes": self.config.max_message_bytes,
             },
         )
         for origin in sorted(self.router.origins_of(name)):
@@ -366,13 +374,3 @@ class Hub(RunLoop):
         return status.build(
             self.config.name, self.started, self.log, self.hosts, self.origins, self.delivery
         )
-
-
-def _user_id(frame: zmq.Frame) -> str | None:
-    """The CURVE key (z85) the ZAP handler admitted for this message's connection, or None
-    when the connection did not pass it (libzmq then sets no User-Id)."""
-    try:
-        value = frame.get("User-Id")
-    except zmq.ZMQError:
-        return None
-    return str(value) if value else None

@@ -73,6 +73,7 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
 }
 OPTIONAL: dict[bytes, dict[str, str]] = {
     HELLO: {"halted": _MAP, "current": _OPTPOS},
+    WELCOME: {"max_message_bytes": _INT},
     DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM},
     FAILED: {"seq": _INT, "repair": _BOOL, "resend": _BOOL},
 }

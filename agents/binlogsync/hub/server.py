@@ -327,6 +327,9 @@ class Hub(RunLoop):
         sock = self._sock
         if sock is None:
             return False
+        if kind == frames.ERROR and len(header["message"]) > frames.MAX_STRING:
+            # It may quote what peers sent (names, ids, errors): it must stay a valid message.
+            header = {**header, "message": header["message"][: frames.MAX_STRING - 1] + "…"}
         try:
             sock.send_multipart([identity, *frames.encode(kind, header, bodies)], zmq.NOBLOCK)
             return True

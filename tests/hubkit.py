@@ -35,6 +35,7 @@ class HubThread:
         routes: tuple[Route, ...] | None = None,
         security: Security | None = None,
         bind: str = "tcp://127.0.0.1:*",
+        heartbeat_interval: float = 0.2,
         **kwargs: Any,
     ) -> None:
         self.config = HubConfig(
@@ -43,7 +44,7 @@ class HubThread:
             data_dir=data_dir,
             routes=routes or (Route("o1", ("t1",), TableFilter(("*.*",))),),
             security=security or Security(),
-            heartbeat_interval=0.2,
+            heartbeat_interval=heartbeat_interval,
             **kwargs,
         )
         self.hub = Hub(self.config)

@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -143,7 +144,19 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _clean_up_on_sigterm() -> None:
+    """SIGTERM ends the command through its `finally` blocks, so the servers and agents it
+    started stop with it (by default Python would die at once and leave them running)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    _clean_up_on_sigterm()
     if args.which == "large-tx":
         from .devsite.large_tx import main as large_tx_main
 
@@ -160,6 +173,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    _clean_up_on_sigterm()
     from .devsite.demo import main as demo_main
 
     return demo_main(args)

@@ -4,13 +4,16 @@ one line naming the key and exit code 2, never a traceback or a silent hang."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from binlogsync.devsite.localsite import wait_until
 from binlogsync.transport.curve import make_keys
 
 pytestmark = pytest.mark.integration
@@ -82,3 +85,69 @@ def test_sandbox_start_status_stop_from_the_command_line(tmp_path: Path) -> None
         assert again.returncode == 2 and "no sandbox runs in" in _one_error_line(again)
     finally:
         _run("sandbox", "stop", "--dir", str(folder))  # whatever a failed assertion left
+
+
+def test_hub_whose_port_is_taken_exits_2_naming_hub_bind(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        config = tmp_path / "hub.toml"
+        config.write_text(f'[hub]\nbind = "tcp://127.0.0.1:{port}"\ndata_dir = "{tmp_path}"\n')
+        result = _run("server", "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    line = _one_error_line(result)
+    assert "hub.bind" in line and str(port) in line and "free port" in line
+
+
+def test_sigterm_to_a_benchmark_stops_the_servers_and_agents_it_started() -> None:
+    """`binlogsync bench` and `demo` start servers and agents; a SIGTERM (Ctrl-C in CI, a
+    timeout) must not leave them running."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "binlogsync.cli",
+            "bench",
+            "large-tx",
+            "--sizes",
+            "1000",
+            "--dir",
+            str(tmp_path),
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": AGENTS},
+    )
+
+    def started_agents() -> list[str]:
+        found = subprocess.run(
+            ["pgrep", "-f", f"{tmp_path}/binlogsync-bench-.*/site/.*toml"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        return found
+
+    def ours() -> list[str]:
+        return subprocess.run(
+            ["pgrep", "-f", str(tmp_path)], capture_output=True, text=True
+        ).stdout.split()
+
+    try:
+        try:
+            wait_until(lambda: len(started_agents()) == 3, 120, 0.1, "the bench's agents")
+        except TimeoutError:
+            proc.kill()
+            raise AssertionError(proc.communicate()) from None
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + 15, err
+        assert ours() == [], "servers or agents of the bench still run"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        for pid in ours():
+            os.kill(int(pid), 9)
+        shutil.rmtree(tmp_path, ignore_errors=True)

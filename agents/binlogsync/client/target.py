@@ -51,6 +51,9 @@ class Delivery:
     ts: float | None = None  # commit time of its oldest transaction
 
 
+_RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
+
+
 @dataclass(frozen=True)
 class Outcome:
     origin: str
@@ -89,6 +92,9 @@ class ApplyWorker(RunLoop):
         self.applier = Applier(config.database, origin, epoch=epoch)
         self.backoff = Backoff(config.retry_initial, config.retry_max)
         self.failures = 0
+        # When this worker first dropped a delivery it could not use (not continuing what it
+        # has) since the last one it used; see _resend_if_stuck.
+        self.dropped_at: float | None = None
         self.failing_since: float | None = None
         metrics.lag.labels(origin).set_function(self.lag)
 
@@ -140,6 +146,7 @@ class ApplyWorker(RunLoop):
         log.debug(
             "dropped a delivery of %s after %s: it does not continue %s", self.origin, after, expect
         )
+        self._dropped()
         return False
 
     def _next(self, timeout: float) -> Delivery | None:
@@ -182,7 +189,9 @@ class ApplyWorker(RunLoop):
             group = self._take()
             if not group:
                 self.pending_since = None
+                self._resend_if_stuck()
                 continue
+            self.dropped_at = None
             self.pending_since = min((d.ts for d in group if d.ts), default=None)
             generation = self.generation
             try:
@@ -224,6 +233,7 @@ class ApplyWorker(RunLoop):
             checkpoint_now = self.applier.apply_part(part, delivery.upto)
         except StaleStream:
             log.debug("dropped part %d of %s: a re-send is coming", part.number, delivery.upto)
+            self._dropped()
             return
         except BinlogsyncError as exc:
             self._failed(delivery, exc, failed_at(exc) or delivery.upto, resend=True)
@@ -280,6 +290,36 @@ class ApplyWorker(RunLoop):
                     generation=delivery.generation,
                 )
             )
+
+    def _dropped(self) -> None:
+        if self.dropped_at is None:
+            self.dropped_at = time.monotonic()
+
+    def _resend_if_stuck(self) -> None:
+        """Deliveries were dropped and nothing usable came since: the hub may be waiting for
+        answers to exactly those (its window full) while this worker waits for the rest — both
+        for ever. Ask it to send again from the checkpoint."""
+        if self.dropped_at is None or time.monotonic() - self.dropped_at < _RESEND_AFTER:
+            return
+        self.dropped_at = None
+        self.expect, self.held = self.applier_checkpoint(), None
+        log.warning(
+            "apply of %s: deliveries that did not continue what was applied were dropped and "
+            "nothing else came for %.0f s; asking the hub to send again from the checkpoint",
+            self.origin,
+            _RESEND_AFTER,
+        )
+        self.report(
+            Outcome(
+                self.origin,
+                0,
+                None,
+                "deliveries did not continue the checkpoint; sent again",
+                self.expect,
+                resend=True,
+                generation=self.generation,
+            )
+        )
 
     def applier_checkpoint(self) -> Position | None:
         try:

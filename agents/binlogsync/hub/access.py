@@ -16,8 +16,11 @@ message:
                                 capture stands
 
 Refused handshakes and refused messages are logged with the key's name, or its fingerprint
-when the key is unknown. With CURVE off there are no keys, so nothing can be told apart:
-every peer may do everything, which is why the hub then warns unless it listens on loopback.
+when the key is unknown: once a minute per key (handshakes) or per sender and reason
+(messages), and at most a thousand distinct ones a minute. A message on a connection that
+did not pass the ZAP handler (no User-Id) is dropped unanswered. With CURVE off there are no
+keys, so nothing can be told apart: every peer may do everything, which is why the hub then
+warns unless it listens on loopback.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ log = logging.getLogger("binlogsync.hub")
 ADMIN_KINDS = frozenset({frames.REPAIR, frames.CAPTURE_SKIP})
 _TOOL_KINDS = ADMIN_KINDS | {frames.STATUS}
 _LOG_EVERY = 60.0  # seconds between two log lines about the same refused key
+# At most this many distinct refusals are remembered (and so logged) per minute: a peer that
+# varies what it sends can neither grow the hub's memory nor flood its log.
+_MAX_SUBJECTS = 1000
 
 
 def fingerprint(z85: bytes | str) -> str:
@@ -53,6 +59,7 @@ class Access:
         self.host_keys = dict(host_keys or {})
         self.admin_keys = dict(admin_keys or {})
         self._logged: dict[str, float] = {}
+        self._quiet_until = 0.0  # full of subjects logged within the last minute until then
 
     def admitted(self, key: bytes) -> bool:
         """The ZAP decision for a public key (z85); refusals are logged, at most once a minute
@@ -67,7 +74,15 @@ class Access:
         return False
 
     def once(self, subject: str, message: str) -> None:
+        """Log `message` % `subject` unless the same subject was logged within a minute."""
         now = time.monotonic()
+        if subject not in self._logged and len(self._logged) >= _MAX_SUBJECTS:
+            if now < self._quiet_until:
+                return
+            self._logged = {s: t for s, t in self._logged.items() if now - t < _LOG_EVERY}
+            if len(self._logged) >= _MAX_SUBJECTS:
+                self._quiet_until = min(self._logged.values()) + _LOG_EVERY
+                return
         if now - self._logged.get(subject, -_LOG_EVERY) >= _LOG_EVERY:
             self._logged[subject] = now
             log.warning(message, subject)

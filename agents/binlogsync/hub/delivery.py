@@ -80,7 +80,7 @@ class Delivery:
     def cursor(self, target: str, origin: Any) -> Cursor:
         cursor = self.cursors.get((target, origin))
         if cursor is None:
-            raise ProtocolError(f"no route sends origin {str(origin)[:64]!r} to {target}")
+            raise ProtocolError(f"no route sends origin {str(origin)[:64]!r} to {target[:64]!r}")
         return cursor
 
     def of_origin(self, origin: str) -> list[Cursor]:

@@ -29,11 +29,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codec import unpack
 from ..config import HubConfig
 from ..errors import ProtocolError
 from ..metrics import HubMetrics
-from ..model import Transaction, body_from_wire
+from ..model import Part, Transaction
 from ..position import Position
 from ..transport import frames
 from .hosts import Host, Hosts
@@ -194,6 +193,14 @@ class Origins:
         header = message.header
         if "origin" not in host.roles or header["origin"] != host.name:
             raise ProtocolError(f"{host.name} may only send its own origin's transactions")
+        if self.log.head(host.name) is None:
+            # Its WELCOME said resume nil: with nothing registered the log would have no floor,
+            # and a target's older checkpoint could not be told from a gap.
+            raise ProtocolError(
+                f"BATCH before the hub knows where {host.name}'s capture starts",
+                "say HELLO with a start position (origin.start) and wait for a WELCOME with "
+                "`resume`",
+            )
         after = header["after"]
         ahead = self._ahead(host.name, pending)
         if after is not None and ahead is not None and after.key > ahead.key:
@@ -206,7 +213,12 @@ class Origins:
         batch = Pending(host.identity, header["seq"])
         limit = self.config.max_message_bytes
         for body in message.bodies:
-            item = body_from_wire(unpack(body, limit))
+            item = frames.decode_body(body, limit)
+            if isinstance(item, Part) and item.end is not None and item.end.key <= item.begin.key:
+                raise ProtocolError(
+                    f"part {item.number} of the transaction at {item.begin} ends at {item.end}, "
+                    "not after it begins"
+                )
             tables = tuple(sorted({(c.schema, c.table) for c in item.changes}))
             if isinstance(item, Transaction):
                 payload = body if item.changes else b""
@@ -260,20 +272,19 @@ class Origins:
             raise ProtocolError(f"{host.name} may only report its own capture")
         self._note_halt(host.name, header)
 
-    def _note_halt(self, name: str, info: Any) -> None:
-        if (
-            not isinstance(info, dict)
-            or not isinstance(info.get("error"), str)
-            or not info["error"]
-        ):
+    def _note_halt(self, name: str, info: dict[str, Any] | None) -> None:
+        """A halt report as decoded (HALTED's header, or HELLO's `halted`: frames.halt_report);
+        None or an empty error: capture runs."""
+        if info is None or not info["error"]:
             if self.halted.pop(name, None) is not None:
                 log.info("origin %s: capture runs again", name)
             return
+        position, end = info["position"], info["end"]
         record = {
             "error": info["error"][: frames.MAX_STRING],
-            "at": str(info.get("at") or "")[:300],
-            "position": _position(info.get("position")),
-            "end": _position(info.get("end")),
+            "at": info["at"][:300],
+            "position": position.to_json() if position is not None else None,
+            "end": end.to_json() if end is not None else None,
             "since": self.halted.get(name, {}).get("since", time.time()),
         }
         if self.halted.get(name, {}).get("error") != record["error"]:
@@ -283,7 +294,7 @@ class Origins:
     def skip_request(self, identity: bytes, header: dict[str, Any]) -> None:
         name, to = header["origin"], header["to"]
         if name not in self.names:
-            raise ProtocolError(f"{name!r} is not the origin of any route")
+            raise ProtocolError(f"{name[:64]!r} is not the origin of any route")
         if not header["reason"].strip():
             raise ProtocolError("a capture skip needs a reason")
         head = self.log.head(name)
@@ -295,7 +306,7 @@ class Origins:
         earlier = self.skips.get(name)
         if earlier is not None:
             self._answer_skip(
-                earlier, None, None, f"replaced by capture-skip {header['id']} before it ran"
+                earlier, None, None, f"replaced by capture-skip {header['id'][:64]} before it ran"
             )
         self.skips[name] = SkipRequest(name, identity, header["id"], to, header["reason"])
         host = self.hosts.get(name)
@@ -338,22 +349,10 @@ class Origins:
             self.send(
                 skip.requester,
                 frames.ERROR,
-                {"code": "skip-failed", "message": f"capture-skip {skip.id}: {error}"},
+                {"code": "skip-failed", "message": f"capture-skip {skip.id[:64]}: {error}"},
                 (),
             )
             return
         assert to is not None
         header = {"id": skip.id, "origin": skip.origin, "skipped_from": before, "to": to}
         self.send(skip.requester, frames.SKIPPED, header, ())
-
-
-def _position(value: Any) -> dict[str, Any] | None:
-    """A halt's position for status: HALTED brings a Position (decoded by frames), a HELLO's
-    `halted` map the JSON form. (Positions of HALTED were once dropped here, so status showed
-    a halt without its position.)"""
-    if isinstance(value, Position):
-        return value.to_json()
-    try:
-        return Position.from_json(value).to_json() if value is not None else None
-    except ProtocolError:
-        return None

@@ -111,13 +111,6 @@ class Repairs:
             return False
         repair = cursor.repairs.popleft()
         cursor.repair_seq = None
-        self.send(
-            repair.requester,
-            frames.ERROR,
-            {
-                "code": "repair-failed",
-                "message": f"target {target} could not apply repair {repair.id}: {header['error']}",
-            },
-            (),
-        )
+        message = f"target {target} could not apply repair {repair.id[:64]}: {header['error']}"
+        self.send(repair.requester, frames.ERROR, {"code": "repair-failed", "message": message}, ())
         return True

@@ -95,7 +95,10 @@ class Hub(RunLoop):
                     "choose a free port in hub.bind, or stop the process that holds it",
                 ) from exc
             self.bound_endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
-            (self.config.data_dir / "endpoint").write_text(self.bound_endpoint + "\n")
+            # Whole or not at all: a reader polling for the file never sees half of it.
+            partial = self.config.data_dir / "endpoint.new"
+            partial.write_text(self.bound_endpoint + "\n")
+            partial.replace(self.config.data_dir / "endpoint")
             http = serve(self.config.metrics, self.metrics.registry)
             monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
             self._announce()
@@ -324,6 +327,9 @@ class Hub(RunLoop):
         sock = self._sock
         if sock is None:
             return False
+        if kind == frames.ERROR and len(header["message"]) > frames.MAX_STRING:
+            # It may quote what peers sent (names, ids, errors): it must stay a valid message.
+            header = {**header, "message": header["message"][: frames.MAX_STRING - 1] + "…"}
         try:
             sock.send_multipart([identity, *frames.encode(kind, header, bodies)], zmq.NOBLOCK)
             return True

@@ -20,6 +20,10 @@ from zmq.utils import z85
 
 from ..errors import ConfigError, UsageError
 
+# The ZAP domain of the hub's socket. The socket enforces it: with no ZAP handler running,
+# libzmq refuses every CURVE client instead of admitting any key without asking.
+ZAP_DOMAIN = "binlogsync"
+
 
 def refuse_existing(directory: str | os.PathLike[str], name: str) -> None:
     """Raise UsageError when a key file of `name` exists in `directory`.
@@ -108,6 +112,8 @@ def secure_server(socket: zmq.Socket[bytes], secret_file: Path) -> None:
     socket.curve_secretkey = secret
     socket.curve_publickey = public
     socket.curve_server = True
+    socket.zap_domain = ZAP_DOMAIN.encode()
+    socket.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
 
 
 def secure_client(socket: zmq.Socket[bytes], secret_file: Path, server_public_file: Path) -> None:
@@ -128,8 +134,10 @@ class _Keyring:
 def start_authenticator(
     context: zmq.Context[Any], admit: Callable[[bytes], bool]
 ) -> ThreadAuthenticator:
-    """ZAP handler that admits the public keys (z85) `admit` accepts; User-Id is the z85 key."""
+    """ZAP handler that admits the public keys (z85) `admit` accepts; User-Id is the z85 key.
+    Start it before the socket binds: a client that connects earlier is refused (the socket
+    enforces its ZAP domain), never admitted."""
     auth = ThreadAuthenticator(context)
     auth.start()
-    auth.configure_curve_callback(domain="*", credentials_provider=_Keyring(admit))
+    auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=_Keyring(admit))
     return auth

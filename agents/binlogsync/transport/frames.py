@@ -12,7 +12,9 @@ The ROUTER on the hub sees the peer's routing id in front of frame 0. `decode` c
 everything a peer could get wrong (frame count, version, kind, sizes, header fields, their
 types and ranges) and raises ProtocolError naming the problem; the agents log it and carry on.
 A value that passes `decode` is safe to store and compare: integers fit 63 bits, numbers are
-finite, strings are bounded, positions are valid.
+finite, strings are bounded, positions are valid; HELLO's checkpoints are checked whole and its
+`halted` report is put in HALTED's shape (`halt_report`). A value nested too deep to show in
+an error message is refused too (RecursionError never leaves `decode` or `decode_body`).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Message:
     bodies: tuple[bytes, ...] = ()
 
     def bodies_decoded(self, max_bytes: int) -> list[Transaction | Part]:
-        return [body_from_wire(unpack(body, max_bytes)) for body in self.bodies]
+        return [decode_body(body, max_bytes) for body in self.bodies]
 
     def transactions(self, max_bytes: int = 64 * 1024 * 1024) -> list[Transaction]:
         """The bodies as whole transactions (REPAIR); a part here is a ProtocolError."""
@@ -153,6 +155,10 @@ def _check(kind: bytes, header: Any) -> dict[str, Any]:
     for field, typ in OPTIONAL.get(kind, {}).items():
         if field in header:
             checked[field] = _value(name, field, typ, header[field])
+    if kind == HELLO:
+        checkpoints(checked)  # checked whole before the hub acts on any part of the HELLO
+        if "halted" in checked:
+            checked["halted"] = halt_report(checked["halted"])
     return checked
 
 
@@ -173,8 +179,20 @@ def decode(frames: list[bytes], max_bytes: int) -> Message:
         raise ProtocolError(f"message of {size} bytes is over the limit of {max_bytes}")
     if len(frames) > 3 and kind not in _WITH_BODIES:
         raise ProtocolError(f"{kind.decode()} carries no bodies, got {len(frames) - 3}")
-    header = _check(kind, unpack(frames[2], max_bytes))
+    try:
+        header = _check(kind, unpack(frames[2], max_bytes))
+    except RecursionError:  # a value nested ~1000 deep, met while showing it in an error
+        raise ProtocolError(f"{kind.decode()} header is nested too deep") from None
     return Message(kind, header, tuple(bytes(f) for f in frames[3:]))
+
+
+def decode_body(body: bytes, max_bytes: int) -> Transaction | Part:
+    """One body frame (BATCH, DELIVER, REPAIR) as a transaction or a part. Raises
+    ProtocolError."""
+    try:
+        return body_from_wire(unpack(body, max_bytes))
+    except RecursionError:
+        raise ProtocolError("a transaction body is nested too deep") from None
 
 
 def checkpoints(header: dict[str, Any]) -> dict[str, tuple[Position, str | None]]:
@@ -188,3 +206,27 @@ def checkpoints(header: dict[str, Any]) -> dict[str, tuple[Position, str | None]
             raise ProtocolError(f"HELLO checkpoints: epoch of {origin!r} is invalid")
         out[origin] = (Position.from_json(value), epoch)
     return out
+
+
+def halt_report(value: Any) -> dict[str, Any] | None:
+    """HELLO's `halted` map in the shape HALTED carries (error, at, position, end), or None
+    when it reports no halt. It is a report for people: a field that does not fit is dropped
+    (shown as unknown), never a reason to refuse the HELLO."""
+    if not isinstance(value, dict):
+        return None
+    error, at = value.get("error"), value.get("at")
+    if not isinstance(error, str) or not error:
+        return None
+    return {
+        "error": error[:MAX_STRING],
+        "at": at[:300] if isinstance(at, str) else "",
+        "position": _reported(value.get("position")),
+        "end": _reported(value.get("end")),
+    }
+
+
+def _reported(value: Any) -> Position | None:
+    try:
+        return Position.from_json(value) if value is not None else None
+    except (ProtocolError, RecursionError):  # RecursionError: nested too deep to show
+        return None

@@ -11,12 +11,14 @@ target still has it is surfaced instead of being filled with its default (issue 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from binlogsync.hubcommands import fetch_status
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e
+AGENTS = str(Path(__file__).resolve().parents[2] / "agents")
 
 TABLE = "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, note VARCHAR(40), doc BLOB)"
 
@@ -41,6 +44,20 @@ def restore_format(origin: Server) -> Iterator[None]:
     with origin.connect() as conn, conn.cursor() as cur:
         cur.execute("SET GLOBAL binlog_format = 'ROW'")
         cur.execute("SET GLOBAL binlog_row_image = 'FULL'")
+
+
+@contextmanager
+def global_setting(server: Server, name: str, value: str) -> Iterator[None]:
+    """SET GLOBAL for the block; the session's other tests share this server."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT @@GLOBAL.{name}")
+        before = cur.fetchone()[0]
+        cur.execute(f"SET GLOBAL {name} = %s", (value,))
+    try:
+        yield
+    finally:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"SET GLOBAL {name} = %s", (before,))
 
 
 def _run(server: Server, db: str, *statements: str) -> None:
@@ -72,6 +89,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, "PYTHONPATH": AGENTS},  # this checkout's code, not the venv's
     )
 
 
@@ -247,6 +265,58 @@ def test_partial_row_image_at_run_time_halts_capture(
         [(_name, skipped_from, skipped_to, _reason)] = _recorded_skips(s)
         assert skipped_from == applied.position.to_json()
         assert (skipped_to["file"], skipped_to["offset"]) == (end["file"], end["offset"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "statement", "says"),
+    [
+        ("binlog_format", "STATEMENT", "INSERT INTO t VALUES (10, 10, 'stmt', 'x')", "statement"),
+        ("binlog_row_image", "MINIMAL", "UPDATE t SET note = 'minimal' WHERE id = 1", "partial"),
+        ("binlog_row_image", "NOBLOB", "UPDATE t SET note = 'noblob' WHERE id = 1", "partial"),
+    ],
+)
+def test_a_setting_changed_at_run_time_halts_capture_until_an_explicit_skip(
+    tmp_path: Path,
+    origin: Server,
+    target: Server,
+    dbname: str,
+    setting: str,
+    value: str,
+    statement: str,
+    says: str,
+) -> None:
+    """The setting put back right after the offending statement, a row written after it:
+    capture still stops at the offending one, and `--to current` moves past all of it."""
+    create([origin, target], dbname, TABLE)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        _run(origin, dbname, "INSERT INTO t VALUES (1, 1, 'row', 'x')")
+        _wait_caught_up(s)
+        with global_setting(origin, setting, value):
+            _run(origin, dbname, statement, "INSERT INTO t VALUES (11, 11, 'after', 'x')")
+        _run(origin, dbname, "INSERT INTO t VALUES (12, 12, 'row again', 'x')")
+
+        halted = _wait_halted(s)
+        assert says.lower() in halted["error"].lower(), halted
+        assert halted["position"] is not None and "capture stopped at" in halted["error"]
+        # Stopped there: nothing after the event reached the target, nothing was skipped.
+        assert _ids(target, dbname) == [1]
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("SELECT note FROM t WHERE id = 1")
+            assert cur.fetchone()[0] == "row"
+        stays = _status(s)["origins"][0]
+        assert stays["halted"] is not None and stays["capture_skips"] == 0
+
+        done = _capture_skip(s, "current", f"{setting}={value} for a test; reseeded by hand")
+        assert "moved from" in done
+        _run(origin, dbname, "INSERT INTO t VALUES (13, 13, 'after skip', 'x')")
+        _wait_caught_up(s)
+        assert _ids(target, dbname)[-1] == 13 and 11 not in _ids(target, dbname)
+        after = _status(s)["origins"][0]
+        assert after["halted"] is None
+        assert after["capture_skips"] == 1
+        assert setting in after["last_capture_skip"]["reason"]
 
 
 DROPPABLE = (

@@ -14,6 +14,7 @@ twice leaves the same rows).
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from binlogsync.hubcommands import fetch_status
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e
+AGENTS = str(Path(__file__).resolve().parents[2] / "agents")
 
 TABLE = "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, pad VARCHAR(40))"
 
@@ -375,6 +377,7 @@ def test_purged_binlog_blocks_the_target_reseed_needed(
             capture_output=True,
             text=True,
             timeout=60,
+            env={**os.environ, "PYTHONPATH": AGENTS},  # this checkout's code, not the venv's
         )
         assert shown.returncode == 0, shown.stderr
         assert "BLOCKED: reseed needed" in shown.stdout, shown.stdout

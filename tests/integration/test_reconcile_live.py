@@ -83,7 +83,8 @@ def test_live_writes_no_false_differences_then_repair_through_the_hub(
                 [(i, i, f"n{i}", i / 4) for i in range(1, 3001)],
             )
         wait_equal(s, dbname, ["t"])
-        options = {"pin": "auto", "chunk_rows": 500, "max_task_rows": 400}
+        # The session's target holds checkpoints of other tests' origins too: name ours.
+        options = {"pin": "auto", "chunk_rows": 500, "max_task_rows": 400, "origin": "origin"}
         with Writer(origin, dbname) as writer:
             before = writer.count
             clean = reconcile(spark, origin, [target], [f"{dbname}.t"], **options)
@@ -117,7 +118,6 @@ def test_live_writes_no_false_differences_then_repair_through_the_hub(
                 [f"{dbname}.t"],
                 repair="hub",
                 via=str(s.agents["hub"].config),
-                origin="origin",
                 target_hosts=("target",),
                 out=tmp_path / "repair",
                 **options,

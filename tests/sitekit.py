@@ -23,6 +23,15 @@ def create(servers: list[Server], db: str, *ddl: str) -> None:
 def site(
     tmp_path: Path, origin: Server, targets: list[Server], db: str, **kwargs: object
 ) -> LocalSite:
+    """A new site over the session's servers, as a fresh deployment: the targets keep no
+    checkpoint of an earlier test's site (its hub would start capture there, and a test that
+    purged the origin's binlog would leave them "reseed needed")."""
+    for target in targets:
+        with target.connect() as conn, conn.cursor() as cur:
+            cur.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                        "TABLE_SCHEMA = 'binlogsync' AND TABLE_NAME = 'checkpoint'")  # fmt: skip
+            if cur.fetchone()[0]:
+                cur.execute("DELETE FROM binlogsync.checkpoint WHERE origin = 'origin'")
     return LocalSite(tmp_path / "site", origin, targets, tables=(f"{db}.*",), **kwargs)  # type: ignore[arg-type]
 
 

@@ -31,6 +31,10 @@ VALUE_TYPES = frozenset(
 )
 
 
+_STR = frozenset({str})
+_LIST = frozenset({list})
+
+
 @dataclass(frozen=True, slots=True)
 class Change:
     """One statement's effect on one table.
@@ -76,17 +80,19 @@ class Change:
         kind, schema, table, columns, before, after, statement = data
         if kind not in KINDS:
             raise ProtocolError(f"unknown change kind {kind!r}")
-        if not all(isinstance(x, str) for x in (schema, table, statement)):
+        if type(schema) is not str or type(table) is not str or type(statement) is not str:
             raise ProtocolError("change schema, table and statement must be strings")
-        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        if type(columns) is not list or not _STR.issuperset(map(type, columns)):
             raise ProtocolError("change columns must be a list of strings")
         rows = []
         width = len(columns)
         for image in (before, after):
-            # Checked with C-level iteration: this runs for every row the hub and targets get.
+            # Checked with C-level iteration only: this runs for every row the hub and targets
+            # get (a generator expression here cost the hub a third of its time).
             if (
                 type(image) is not list
-                or not all(type(r) is list and len(r) == width for r in image)
+                or not _LIST.issuperset(map(type, image))
+                or not {width}.issuperset(map(len, image))
                 or not VALUE_TYPES.issuperset(map(type, chain.from_iterable(image)))
             ):
                 raise ProtocolError(

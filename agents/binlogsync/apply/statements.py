@@ -165,6 +165,8 @@ class TableInfo:
     columns: tuple[str, ...]
     primary_key: tuple[str, ...] = ()
     generated: frozenset[str] = frozenset()  # lower-cased names of generated columns
+    unique_keys: tuple[tuple[str, ...], ...] = ()  # unique keys other than the primary key
+    foreign_keys: bool = False  # the table has foreign keys, or other tables refer to it
 
     def missing(self, columns: Iterable[str]) -> list[str]:
         """Columns of a change that the target table lacks (names compare case-insensitively)."""
@@ -185,6 +187,8 @@ class Layout:
     upsert_suffix: str
     delete_prefix: str
     delete_row: str
+    unique_keys: bool = False  # the target table has unique keys besides its primary key
+    foreign_keys: bool = False  # the target table has foreign keys, or is referred to by one
 
     @classmethod
     def build(cls, info: TableInfo, columns: Sequence[str], guard: bool = True) -> Layout:
@@ -258,6 +262,8 @@ class Layout:
             upsert_suffix=" ON DUPLICATE KEY UPDATE " + ",".join(assignments),
             delete_prefix=delete_prefix,
             delete_row=delete_row,
+            unique_keys=bool(info.unique_keys),
+            foreign_keys=info.foreign_keys,
         )
 
 

@@ -83,18 +83,34 @@ class TargetTables:
                 ),
             )
         cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' "
-            "ORDER BY SEQ_IN_INDEX",
+            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME "
+            "FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
             (schema, table),
         )
-        key = tuple(r[2] for r in cursor.fetchall() if r[0] == schema and r[1] == table)
+        unique: dict[str, list[str]] = {}
+        for r in cursor.fetchall():
+            if r[0] == schema and r[1] == table:
+                unique.setdefault(r[2], []).append(r[3])
+        key = tuple(unique.pop("PRIMARY", ()))
+        # Foreign keys either way (this table refers to another, or another to it): the
+        # reducer leaves such groups alone (reduce.py).
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE (CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s) "
+            "OR (UNIQUE_CONSTRAINT_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s)",
+            (schema, table, schema, table),
+        )
+        found = cursor.fetchone()
         info = TableInfo(
             schema,
             table,
             tuple(r[2] for r in rows),
             key,
             frozenset(r[2].lower() for r in rows if is_generated(r[3])),
+            tuple(tuple(columns) for columns in unique.values()),
+            bool(found and found[0]),
         )
         self._tables[(schema, table)] = info
         return info

@@ -76,14 +76,21 @@ def _unwrapped(exc: BaseException) -> BaseException:
     return exc.error if isinstance(exc, _Ambiguous) else exc
 
 
-def _replay_unreduced(exc: BaseException) -> bool:
+def _replay_unreduced(error: BaseException) -> bool:
     """Whether a group that failed as its net change is worth applying again unreduced: not
     when the target was unreachable or a lock wait or deadlock struck (the caller retries)."""
-    error = _unwrapped(exc)
     if isinstance(error, UnreachableError):
         return False
     cause = error.__cause__
     return not (isinstance(cause, pymysql.err.MySQLError) and mysql.kind_of(cause) == "transient")
+
+
+class _ReducedFailed(Exception):
+    """Running a group's net change failed (internal): `apply` replays it unreduced."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class StaleStream(Exception):
@@ -202,12 +209,10 @@ class Applier:
             if self.reduce:
                 try:
                     return self._run(transactions, upto, across=True, commit=True, reduce=True)
-                except Exception as exc:
-                    if not _replay_unreduced(exc):
-                        if isinstance(exc, _Ambiguous):
-                            raise exc.error from exc.error.__cause__
-                        raise
-                    reduced_error = exc
+                except _ReducedFailed as failed:
+                    reduced_error = _unwrapped(failed.error)
+                    if not _replay_unreduced(reduced_error):
+                        raise reduced_error from reduced_error.__cause__
                 self._forget()
                 new = self._run_unreduced(transactions, upto)
                 log.warning(
@@ -215,7 +220,7 @@ class Applier:
                     "change and was applied unreduced (%s)",
                     self.origin,
                     len(transactions),
-                    _unwrapped(reduced_error),
+                    reduced_error,
                 )
                 return new
             return self._run_unreduced(transactions, upto)
@@ -494,11 +499,15 @@ class Applier:
             if reduced is not None:
                 # Every statement names the group's last transaction: an error here is never
                 # reported as it is, `apply` replays the group unreduced to find the culprit.
-                self._add(session, [reduced], fresh[-1].position, across=True)
+                try:
+                    self._add(session, [reduced], fresh[-1].position, across=True)
+                    self._finish(session, commit=commit and moves)
+                except Exception as exc:
+                    raise _ReducedFailed(exc) from exc
             else:
                 for transaction in fresh:
                     self._add(session, [transaction.changes], transaction.position, across)
-            self._finish(session, commit=commit and moves)
+                self._finish(session, commit=commit and moves)
             if commit:
                 self._checkpoint = new
             return new

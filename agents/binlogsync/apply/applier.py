@@ -215,12 +215,14 @@ class Applier:
                         raise reduced_error from reduced_error.__cause__
                 self._forget()
                 new = self._run_unreduced(transactions, upto)
+                cause = reduced_error.__cause__
                 log.warning(
-                    "origin %s: a group of %d transactions failed on the target as its net "
-                    "change and was applied unreduced (%s)",
+                    "origin %s: a group of %d transactions (up to %s) failed on the target as "
+                    "its net change and was applied unreduced (%s)",
                     self.origin,
                     len(transactions),
-                    reduced_error,
+                    transactions[-1].position if transactions else None,
+                    mysql.describe(cause) if cause is not None else reduced_error,
                 )
                 return new
             return self._run_unreduced(transactions, upto)

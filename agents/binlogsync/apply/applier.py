@@ -499,8 +499,9 @@ class Applier:
                 assert new is not None
                 self._write_checkpoint(session, new, len(fresh))
             if reduced is not None:
-                # Every statement names the group's last transaction: an error here is never
-                # reported as it is, `apply` replays the group unreduced to find the culprit.
+                # Every statement carries the whole group: an error here is never reported as
+                # it is, `apply` replays the group unreduced to find the culprit.
+                session.builder.span_from = fresh[0].position
                 try:
                     self._add(session, [reduced], fresh[-1].position, across=True)
                     self._finish(session, commit=commit and moves)

@@ -326,6 +326,8 @@ class StatementBuilder:
         self.max_bytes = max_bytes
         self._group: _Group | None = None
         self._done: list[Statement] = []
+        # When set, every statement starts there (it carries a reduced group: reduce.py).
+        self.span_from: Position | None = None
 
     def add(
         self, change: Change, layout: Layout, position: Position | None = None
@@ -374,7 +376,7 @@ class StatementBuilder:
                 f"DELETE FROM {qualified(schema, table)}",
                 [],
                 0,
-                position,
+                position if self.span_from is None else self.span_from,
                 position,
             )
         )
@@ -411,7 +413,7 @@ class StatementBuilder:
                 row,
                 suffix,
                 size=len(prefix) + len(suffix),
-                first=position,
+                first=position if self.span_from is None else self.span_from,
             )
             self._group = group
         group.last = position

@@ -126,7 +126,7 @@ class Reducer:
                     if old != new:
                         net[old] = (False, before)
                     net[new] = (True, after)
-        except TypeError as exc:  # an unhashable key value (a SET decodes to a set)
+        except (TypeError, ValueError) as exc:  # an unhashable key (a SET), uneven images
             raise NotReducible(f"a key of `{change.schema}`.`{change.table}`: {exc}") from None
 
     def flush(self) -> list[Change]:

@@ -207,6 +207,44 @@ def test_random_groups_reduced_equal_unreduced(
     assert len(reduced.statements) < len(plain.statements) * 2 // 3
 
 
+def test_case_insensitive_keys_reduce_as_the_target_compares_them(
+    conn: pymysql.Connection,
+    dbname: str,
+    settings: DatabaseSettings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, "binlogsync.apply")
+    # 'a' and 'A' are one key on the target and two to Python: a row whose key changes case
+    # leaves a delete of the old spelling and an upsert of the new one, and deletes go first.
+    for db in (dbname, f"{dbname}_u"):
+        q(conn, f"CREATE TABLE `{db}`.ci (name VARCHAR(4) PRIMARY KEY, v INT)")
+    rng = random.Random(4)
+    state: dict[str, tuple[str, int]] = {}
+    log = []
+    for n in range(1, 400):
+        lower = rng.choice("abc")
+        spelling = rng.choice([lower, lower.upper()])
+        old = state.get(lower)
+        if old is None:
+            change = Change("insert", "x", "ci", ("name", "v"), (), ((spelling, n),))
+            state[lower] = (spelling, n)
+        elif rng.random() < 0.3:
+            change = Change("delete", "x", "ci", ("name", "v"), (state.pop(lower),))
+        else:
+            state[lower] = (spelling, n)
+            change = Change("update", "x", "ci", ("name", "v"), (old,), ((spelling, n),))
+        log.append(txn(n, change))
+    with Applier(settings, f"r-{dbname}") as reduced:
+        with Applier(settings, f"u-{dbname}", reduce=False) as plain:
+            for start in range(0, len(log), 7):
+                reduced.apply(renamed(log[start : start + 7], dbname))
+                plain.apply(renamed(log[start : start + 7], f"{dbname}_u"))
+    expected = sorted(state.values(), key=lambda r: r[0].lower())
+    got = q(conn, f"SELECT name, v FROM `{dbname}`.ci ORDER BY name")
+    assert got == q(conn, f"SELECT name, v FROM `{dbname}_u`.ci ORDER BY name") == expected
+    assert fallbacks(caplog) == []
+
+
 def test_unique_values_swapped_inside_a_group_apply(
     conn: pymysql.Connection,
     dbname: str,

@@ -418,6 +418,25 @@ def test_foreign_keys_and_ddl_keep_the_unreduced_path(
         assert [s.kind for s in applier.statements] == ["upsert", "delete", "upsert"]
 
 
+def test_tables_with_triggers_keep_the_unreduced_path(
+    conn: pymysql.Connection, dbname: str, settings: DatabaseSettings
+) -> None:
+    # An audit trigger sees every row change; reduced, it would see only the net change.
+    q(conn, "CREATE TABLE audit (n INT NOT NULL)")
+    q(conn, "INSERT INTO audit VALUES (0)")
+    q(conn, "CREATE TRIGGER p_count AFTER UPDATE ON p FOR EACH ROW UPDATE audit SET n = n + 1")
+    cols = COLUMNS["p"]
+    with Recording(settings, f"o-{dbname}") as applier:
+        applier.apply([txn(1, Change("insert", dbname, "p", cols, (), ((1, 0, ""),)))])
+        log = [
+            txn(i, Change("update", dbname, "p", cols, ((1, i - 2, ""),), ((1, i - 1, ""),)))
+            for i in range(2, 7)
+        ]
+        assert applier.apply(log) == pos(6)
+    assert q(conn, "SELECT n FROM audit") == [(5,)]
+    assert dump(conn, dbname, "p") == [(1, 5, "")]
+
+
 # -- the workload of issue 7 -------------------------------------------------------------------
 
 SBTEST = (

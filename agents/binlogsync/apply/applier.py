@@ -24,8 +24,8 @@ sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0), autocommit off, utf8mb4
 Net-change apply: a group of two or more transactions is first reduced to its net effect per
 table and primary key (`reduce.py`: a few multi-row deletes and upserts per table instead of a
 statement per run of equal operations). Groups that the reducer is not sure about go the
-unreduced way in the same target transaction: DDL in the group, a table with foreign keys on
-the target, a table whose rows arrive with different column lists, a table the applier cannot
+unreduced way in the same target transaction: DDL in the group, a table with foreign keys or
+triggers on the target (it reacts to each row), a table whose rows arrive with different column lists, a table the applier cannot
 apply to (its error is then raised by the unreduced path, precisely). When the reduced group
 fails on the target for any reason other than a lost connection or a transient lock error, it
 is rolled back and applied again unreduced, which either succeeds (logged as a warning) or
@@ -541,7 +541,7 @@ class Applier:
                     kind = change.kind
                     if kind in ROW_KINDS:
                         layout = layout_of(cur, position, change, strict)
-                        if layout.foreign_keys:
+                        if layout.foreign_keys or layout.triggers:
                             return None
                         reducer.add(change, layout)
                     elif kind == "truncate":

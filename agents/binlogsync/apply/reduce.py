@@ -24,7 +24,7 @@ unique values inside a group, and the final images, upserted one by one, would c
 old images still there: for such a table every touched key is deleted first and the final
 images are inserted after, so no old unique value is left in the way (the final images are one
 consistent state of the origin). Tables are independent of each other: the caller does not
-reduce a group that touches a table with foreign keys (`Applier._reduce`).
+reduce a group that touches a table with foreign keys or triggers (`Applier._reduce`).
 
 Barriers: a TRUNCATE (and, for `reduce_changes`, a DDL change) flushes what was reduced before
 it and keeps its place. Anything the reducer is not sure about raises NotReducible and the

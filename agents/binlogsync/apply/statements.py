@@ -167,6 +167,7 @@ class TableInfo:
     generated: frozenset[str] = frozenset()  # lower-cased names of generated columns
     unique_keys: tuple[tuple[str, ...], ...] = ()  # unique keys other than the primary key
     foreign_keys: bool = False  # the table has foreign keys, or other tables refer to it
+    triggers: bool = False  # the table has triggers (that the account may see)
 
     def missing(self, columns: Iterable[str]) -> list[str]:
         """Columns of a change that the target table lacks (names compare case-insensitively)."""
@@ -189,6 +190,7 @@ class Layout:
     delete_row: str
     unique_keys: bool = False  # the target table has unique keys besides its primary key
     foreign_keys: bool = False  # the target table has foreign keys, or is referred to by one
+    triggers: bool = False  # the target table has triggers
 
     @classmethod
     def build(cls, info: TableInfo, columns: Sequence[str], guard: bool = True) -> Layout:
@@ -264,6 +266,7 @@ class Layout:
             delete_row=delete_row,
             unique_keys=bool(info.unique_keys),
             foreign_keys=info.foreign_keys,
+            triggers=info.triggers,
         )
 
 

@@ -94,13 +94,16 @@ class TargetTables:
             if r[0] == schema and r[1] == table:
                 unique.setdefault(r[2], []).append(r[3])
         key = tuple(unique.pop("PRIMARY", ()))
-        # Foreign keys either way (this table refers to another, or another to it): the
-        # reducer leaves such groups alone (reduce.py).
+        # Foreign keys either way (this table refers to another, or another to it) and
+        # triggers: the target reacts to each row, so net-change apply leaves such groups alone
+        # (applier.py). Triggers are only listed to accounts with the TRIGGER privilege.
         cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "SELECT (SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
             "WHERE (CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s) "
-            "OR (UNIQUE_CONSTRAINT_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s)",
-            (schema, table, schema, table),
+            "OR (UNIQUE_CONSTRAINT_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s)), "
+            "(SELECT COUNT(*) FROM information_schema.TRIGGERS "
+            "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s)",
+            (schema, table, schema, table, schema, table),
         )
         found = cursor.fetchone()
         info = TableInfo(
@@ -111,6 +114,7 @@ class TargetTables:
             frozenset(r[2].lower() for r in rows if is_generated(r[3])),
             tuple(tuple(columns) for columns in unique.values()),
             bool(found and found[0]),
+            bool(found and found[1]),
         )
         self._tables[(schema, table)] = info
         return info

@@ -26,6 +26,13 @@ images are inserted after, so no old unique value is left in the way (the final 
 consistent state of the origin). Tables are independent of each other: the caller does not
 reduce a group that touches a table with foreign keys or triggers (`Applier._reduce`).
 
+Keys that the target compares as equal and Python does not ('a' and 'A' in a case-insensitive
+collation) are safe: images carry the stored spelling and a row leaves a spelling only through
+a delete of it, so of one row's spellings at most the current one ends in an upsert, and the
+deletes, sent first, cannot remove it. What the target no longer sees are the intermediate
+images: a constraint that only the target has (a CHECK, a unique key the origin lacks) is
+checked against the group's final state only.
+
 Barriers: a TRUNCATE (and, for `reduce_changes`, a DDL change) flushes what was reduced before
 it and keeps its place. Anything the reducer is not sure about raises NotReducible and the
 caller applies the group unreduced: rows of one table with different column lists in one group

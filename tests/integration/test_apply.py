@@ -360,7 +360,8 @@ def test_many_rows_are_merged_into_few_statements(
     log = [txn(1, ins(dbname, "m", c, *[(i, i, "p") for i in range(1, 5001)]))]
     log += [txn(1 + i, upd(dbname, "m", c, ((i, i, "p"), (i, -i, "p")))) for i in range(1, 5001)]
     log += [txn(6001, dele(dbname, "m", c, *[(i, -i, "p") for i in range(1, 2501)]))]
-    with Recording(settings, origin_name) as applier:
+    # The unreduced path (net-change apply has its own tests: test_apply_reduce.py).
+    with Recording(settings, origin_name, reduce=False) as applier:
         assert applier.apply(log) == pos(6001)
     # 10,000 upsert rows and 2,500 deletes, at 2,000 rows per statement.
     assert [(s.kind, s.rows) for s in applier.statements] == [("upsert", 2000)] * 5 + [

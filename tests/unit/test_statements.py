@@ -349,3 +349,27 @@ def test_statements_format_with_their_parameters() -> None:
         "INSERT INTO `we``ird`.`50%off` (`id`) VALUES (1) "
         "ON DUPLICATE KEY UPDATE `id`=IF(`id`<=>VALUES(`id`),`id`,NULL)"
     )
+
+
+def test_a_reduced_group_spans_every_statement() -> None:
+    # The applier sets span_from for a reduced group: every statement carries all of it, so an
+    # error names the group and is never taken for one transaction's (applier.py).
+    builder = StatementBuilder(max_rows=2)
+    builder.span_from = pos(1)
+    out = run(
+        builder,
+        (insert((1, "a", 1), (2, "b", 2), (3, "c", 3)), LAYOUT, pos(9)),
+        (Change("truncate", "shop", "items"), LAYOUT, pos(9)),
+    )
+    assert [(s.kind, s.rows, s.where) for s in out] == [
+        ("upsert", 2, f"{pos(1)} … {pos(9)}"),
+        ("upsert", 1, f"{pos(1)} … {pos(9)}"),
+        ("truncate", 0, f"{pos(1)} … {pos(9)}"),
+    ]
+
+
+def test_layout_knows_other_unique_keys_and_foreign_keys() -> None:
+    assert not LAYOUT.unique_keys and not LAYOUT.foreign_keys
+    info = TableInfo("s", "t", ("id", "u"), ("id",), unique_keys=(("u",),), foreign_keys=True)
+    layout = Layout.build(info, ("id", "u"))
+    assert layout.unique_keys and layout.foreign_keys

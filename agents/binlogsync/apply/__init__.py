@@ -1,6 +1,7 @@
 """Target side: apply origin transactions exactly once.
 
 statements.py    parameterized, merged SQL built from identifiers and the target's key
+reduce.py        net-change reduction of a group of transactions per table and key
 pipeline.py      runs one target transaction's statements, building the next meanwhile
 targettables.py  the target's table definitions, the origin's DDL, dropped columns
 failures.py      driver errors told as our errors, with origin, transaction, table and fix

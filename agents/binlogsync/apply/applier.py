@@ -21,6 +21,16 @@ capture recognises our transactions from their first event (loop prevention).
 Sessions on the target: time_zone '+00:00' (TIMESTAMPs travel as naive UTC), the server's
 sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0), autocommit off, utf8mb4.
 
+Net-change apply: a group of two or more transactions is first reduced to its net effect per
+table and primary key (`reduce.py`: a few multi-row deletes and upserts per table instead of a
+statement per run of equal operations). Groups that the reducer is not sure about go the
+unreduced way in the same target transaction: DDL in the group, a table with foreign keys or
+triggers on the target (it reacts to each row), a table whose rows arrive with different column lists, a table the applier cannot
+apply to (its error is then raised by the unreduced path, precisely). When the reduced group
+fails on the target for any reason other than a lost connection or a transient lock error, it
+is rolled back and applied again unreduced, which either succeeds (logged as a warning) or
+finds the exact failing transaction as before: reduction never changes what is reported.
+
 DDL is never executed: a "ddl" change only drops the cached definition of its table (or of
 its whole schema when it names no table) and is remembered, so that a later MissingTableError
 or SchemaMismatchError can say what the origin ran.
@@ -28,6 +38,7 @@ or SchemaMismatchError can say what the origin ran.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,13 +49,16 @@ import pymysql
 from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import ApplyError, BinlogsyncError, ConfigError, UnreachableError
-from ..model import Change, Part, Transaction
+from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position
 from . import checkpoint as checkpoints
 from . import failures
 from .pipeline import Pipeline, StatementFailed, execute
+from .reduce import NotReducible, Reducer
 from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
 from .targettables import TargetTables
+
+log = logging.getLogger("binlogsync.apply")
 
 
 def failed_at(error: BaseException) -> Position | None:
@@ -56,6 +70,27 @@ def failed_at(error: BaseException) -> Position | None:
     """
     position = getattr(error, "position", None)
     return position if isinstance(position, Position) else None
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    return exc.error if isinstance(exc, _Ambiguous) else exc
+
+
+def _replay_unreduced(error: BaseException) -> bool:
+    """Whether a group that failed as its net change is worth applying again unreduced: not
+    when the target was unreachable or a lock wait or deadlock struck (the caller retries)."""
+    if isinstance(error, UnreachableError):
+        return False
+    cause = error.__cause__
+    return not (isinstance(cause, pymysql.err.MySQLError) and mysql.kind_of(cause) == "transient")
+
+
+class _ReducedFailed(Exception):
+    """Running a group's net change failed (internal): `apply` replays it unreduced."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class StaleStream(Exception):
@@ -106,6 +141,7 @@ class Applier:
         max_bytes: int = DEFAULT_MAX_BYTES,
         connect_timeout: float = 10.0,
         epoch: str | None = None,
+        reduce: bool = True,
     ) -> None:
         if not origin or len(origin) > 64:
             raise ConfigError(
@@ -118,6 +154,7 @@ class Applier:
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.connect_timeout = connect_timeout
+        self.reduce = reduce  # apply groups as their net change (reduce.py)
         self.tables = TargetTables(origin, db)
         self._conn: Any = None
         self._packet_bytes = max_bytes
@@ -169,17 +206,42 @@ class Applier:
         """
         self.abort_stream()
         try:
-            try:
-                return self._run(transactions, upto, across=True, commit=True)
-            except _Ambiguous as ambiguous:
-                # Find the one transaction that fails: replay without merging across
-                # transactions, never committing. A precise error propagates from here.
-                self._run(transactions, upto, across=False, commit=False)
-                error = ambiguous.error
-                raise error from error.__cause__
+            if self.reduce:
+                try:
+                    return self._run(transactions, upto, across=True, commit=True, reduce=True)
+                except _ReducedFailed as failed:
+                    reduced_error = _unwrapped(failed.error)
+                    if not _replay_unreduced(reduced_error):
+                        raise reduced_error from reduced_error.__cause__
+                self._forget()
+                new = self._run_unreduced(transactions, upto)
+                cause = reduced_error.__cause__
+                log.warning(
+                    "origin %s: a group of %d transactions (up to %s) failed on the target as "
+                    "its net change and was applied unreduced (%s)",
+                    self.origin,
+                    len(transactions),
+                    transactions[-1].position if transactions else None,
+                    mysql.describe(cause) if cause is not None else reduced_error,
+                )
+                return new
+            return self._run_unreduced(transactions, upto)
         except BaseException:
             self._forget()
             raise
+
+    def _run_unreduced(
+        self, transactions: Sequence[Transaction], upto: Position | None
+    ) -> Position | None:
+        """Apply as `apply`, statement runs merged in order; finds the failing transaction."""
+        try:
+            return self._run(transactions, upto, across=True, commit=True)
+        except _Ambiguous as ambiguous:
+            # Find the one transaction that fails: replay without merging across
+            # transactions, never committing. A precise error propagates from here.
+            self._run(transactions, upto, across=False, commit=False)
+            error = ambiguous.error
+            raise error from error.__cause__
 
     def repair(self, transaction: Transaction, snapshot: Position) -> Position:
         """Apply a repair (source row images read at `snapshot`) and set the checkpoint to
@@ -407,6 +469,7 @@ class Applier:
         across: bool,
         commit: bool,
         rewind: Position | None = None,
+        reduce: bool = False,
     ) -> Position | None:
         session = self._open_session()
         try:
@@ -431,12 +494,23 @@ class Applier:
                     )
                 new = rewind if rewind.key < base.key else base
             moves = new is not None and (base is None or new.key > base.key or rewind is not None)
+            reduced = self._reduce(session, fresh) if reduce and len(fresh) > 1 else None
             if commit and moves:
                 assert new is not None
                 self._write_checkpoint(session, new, len(fresh))
-            for transaction in fresh:
-                self._add(session, [transaction.changes], transaction.position, across)
-            self._finish(session, commit=commit and moves)
+            if reduced is not None:
+                # Every statement carries the whole group: an error here is never reported as
+                # it is, `apply` replays the group unreduced to find the culprit.
+                session.builder.span_from = fresh[0].position
+                try:
+                    self._add(session, [reduced], fresh[-1].position, across=True)
+                    self._finish(session, commit=commit and moves)
+                except Exception as exc:
+                    raise _ReducedFailed(exc) from exc
+            else:
+                for transaction in fresh:
+                    self._add(session, [transaction.changes], transaction.position, across)
+                self._finish(session, commit=commit and moves)
             if commit:
                 self._checkpoint = new
             return new
@@ -447,6 +521,40 @@ class Applier:
             self._end_session(session)
             self._rollback()
             raise
+
+    def _reduce(
+        self, session: _Session, transactions: Sequence[Transaction]
+    ) -> tuple[Change, ...] | None:
+        """The net change of `transactions` (reduce.py), or None: apply them unreduced.
+
+        Reads the target's table definitions it needs (as the unreduced path would, in the same
+        order) and runs no statement, so the caller can still choose either path.
+        """
+        reducer = Reducer()
+        out: list[Change] = []
+        cur, strict, layout_of = session.cursor, self._strict, self.tables.layout
+        self._doing = "reading the table definition"
+        try:
+            for transaction in transactions:
+                position = transaction.position
+                for change in transaction.changes:
+                    kind = change.kind
+                    if kind in ROW_KINDS:
+                        layout = layout_of(cur, position, change, strict)
+                        if layout.foreign_keys or layout.triggers:
+                            return None
+                        reducer.add(change, layout)
+                    elif kind == "truncate":
+                        out.extend(reducer.flush())
+                        out.append(change)
+                    else:  # DDL changes what the table definitions say: keep the order
+                        return None
+        except (ApplyError, NotReducible):
+            return None  # the unreduced path meets (and reports) the same again, precisely
+        finally:
+            self._doing = ""
+        out.extend(reducer.flush())
+        return tuple(out)
 
     def _failure(
         self,

@@ -165,6 +165,9 @@ class TableInfo:
     columns: tuple[str, ...]
     primary_key: tuple[str, ...] = ()
     generated: frozenset[str] = frozenset()  # lower-cased names of generated columns
+    unique_keys: tuple[tuple[str, ...], ...] = ()  # unique keys other than the primary key
+    foreign_keys: bool = False  # the table has foreign keys, or other tables refer to it
+    triggers: bool = False  # the table has triggers (that the account may see)
 
     def missing(self, columns: Iterable[str]) -> list[str]:
         """Columns of a change that the target table lacks (names compare case-insensitively)."""
@@ -185,6 +188,9 @@ class Layout:
     upsert_suffix: str
     delete_prefix: str
     delete_row: str
+    unique_keys: bool = False  # the target table has unique keys besides its primary key
+    foreign_keys: bool = False  # the target table has foreign keys, or is referred to by one
+    triggers: bool = False  # the target table has triggers
 
     @classmethod
     def build(cls, info: TableInfo, columns: Sequence[str], guard: bool = True) -> Layout:
@@ -258,6 +264,9 @@ class Layout:
             upsert_suffix=" ON DUPLICATE KEY UPDATE " + ",".join(assignments),
             delete_prefix=delete_prefix,
             delete_row=delete_row,
+            unique_keys=bool(info.unique_keys),
+            foreign_keys=info.foreign_keys,
+            triggers=info.triggers,
         )
 
 
@@ -320,6 +329,8 @@ class StatementBuilder:
         self.max_bytes = max_bytes
         self._group: _Group | None = None
         self._done: list[Statement] = []
+        # When set, every statement starts there (it carries a reduced group: reduce.py).
+        self.span_from: Position | None = None
 
     def add(
         self, change: Change, layout: Layout, position: Position | None = None
@@ -368,7 +379,7 @@ class StatementBuilder:
                 f"DELETE FROM {qualified(schema, table)}",
                 [],
                 0,
-                position,
+                position if self.span_from is None else self.span_from,
                 position,
             )
         )
@@ -405,7 +416,7 @@ class StatementBuilder:
                 row,
                 suffix,
                 size=len(prefix) + len(suffix),
-                first=position,
+                first=position if self.span_from is None else self.span_from,
             )
             self._group = group
         group.last = position

@@ -83,18 +83,38 @@ class TargetTables:
                 ),
             )
         cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' "
-            "ORDER BY SEQ_IN_INDEX",
+            "SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, COLUMN_NAME "
+            "FROM information_schema.STATISTICS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0 "
+            "ORDER BY INDEX_NAME, SEQ_IN_INDEX",
             (schema, table),
         )
-        key = tuple(r[2] for r in cursor.fetchall() if r[0] == schema and r[1] == table)
+        unique: dict[str, list[str]] = {}
+        for r in cursor.fetchall():
+            if r[0] == schema and r[1] == table:
+                unique.setdefault(r[2], []).append(r[3])
+        key = tuple(unique.pop("PRIMARY", ()))
+        # Foreign keys either way (this table refers to another, or another to it) and
+        # triggers: the target reacts to each row, so net-change apply leaves such groups alone
+        # (applier.py). Triggers are only listed to accounts with the TRIGGER privilege.
+        cursor.execute(
+            "SELECT (SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE (CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s) "
+            "OR (UNIQUE_CONSTRAINT_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s)), "
+            "(SELECT COUNT(*) FROM information_schema.TRIGGERS "
+            "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s)",
+            (schema, table, schema, table, schema, table),
+        )
+        found = cursor.fetchone()
         info = TableInfo(
             schema,
             table,
             tuple(r[2] for r in rows),
             key,
             frozenset(r[2].lower() for r in rows if is_generated(r[3])),
+            tuple(tuple(columns) for columns in unique.values()),
+            bool(found and found[0]),
+            bool(found and found[1]),
         )
         self._tables[(schema, table)] = info
         return info

@@ -268,7 +268,8 @@ class LagSampler:
                         ours, native = self.positions.ours(), self.positions.native()
                         t = time.monotonic()
                         self.samples.append((t - self.t0, self._lag(t, ours), self._lag(t, native)))
-                        next_sample += SAMPLE_INTERVAL
+                        # no burst of samples after a slow turn
+                        next_sample = max(next_sample + SAMPLE_INTERVAL, t)
                     self._stop.wait(ORIGIN_POLL)
         except BaseException as exc:  # reported by stop()
             self.error = exc

@@ -555,7 +555,7 @@ def render(runs: list[Run], args: argparse.Namespace, png: Path) -> str:
 
     def row(label: str, ours: float, native: float, fmt: str, ratio: bool, issue: str) -> str:
         r = f"{ours / native:>10.2f}x" if ratio and native else f"{'':>11}"
-        return f"{label:34}{ours:>12{fmt}}{native:>12{fmt}}{r}   {issue}"
+        return f"{label:34}{ours:>12{fmt}}{native:>12{fmt}}{r}   {issue}".rstrip()
 
     lines = [
         f"binlogsync bench oltp — {machine()}; sysbench oltp_write_only, {args.tables} tables × "

@@ -161,6 +161,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .devsite.large_tx import main as large_tx_main
 
         return large_tx_main(args)
+    if args.which == "oltp":
+        from .devsite.oltp_bench import main as oltp_main
+
+        return oltp_main(args)
     from .devsite.paper_timing import main as paper_main
 
     return paper_main(args)
@@ -291,8 +295,9 @@ def parser() -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx"],
-        help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory",
+        choices=["paper", "large-tx", "oltp"],
+        help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
+        "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU)",
     )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
@@ -303,6 +308,15 @@ def parser() -> argparse.ArgumentParser:
         "--sizes",
         default="1000000,5000000",
         help="large-tx: rows per transaction, comma-separated",
+    )
+    s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
+    s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")
+    s.add_argument("--threads", type=int, default=4, help="oltp: sysbench client threads")
+    s.add_argument(
+        "--seconds", type=int, default=60, help="oltp: length of each load (live and backlog)"
+    )
+    s.add_argument(
+        "--out", default="oltp-lag.png", help="oltp: the PNG of both lag curves (matplotlib)"
     )
     s.add_argument(
         "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"

@@ -22,6 +22,7 @@ Tables
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import time
@@ -91,7 +92,9 @@ _UNKNOWN: Any = object()
 Tables = tuple[tuple[str, str], ...]
 
 
+@functools.lru_cache(maxsize=4096)
 def tables_text(tables: Tables | None) -> str | None:
+    """As stored; cached, since a workload touches the same few table sets over and over."""
     return None if tables is None else json.dumps(tables)
 
 

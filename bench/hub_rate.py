@@ -161,6 +161,7 @@ def run_once(root: Path, count: int, batch: int, profile: str | None = None) -> 
         else:
             hub.terminate()
         hub.wait(60)
+        subprocess.run(["pkill", "-f", str(config)], check=False)  # nothing of ours stays
         context.destroy(linger=0)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from applykit import Recording
 from binlogsync.apply import Applier, checkpoint, failed_at
 from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
@@ -116,18 +117,6 @@ def stored(c: pymysql.Connection, origin_name: str) -> tuple[Any, ...] | None:
         (origin_name,),
     )
     return rows[0] if rows else None
-
-
-class Recording(Applier):
-    """An applier that records the statements it runs."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.statements: list[Statement] = []
-
-    def _execute(self, cursor: Any, statement: Statement) -> None:
-        self.statements.append(statement)
-        super()._execute(cursor, statement)
 
 
 # -- values ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from applykit import Recording
 from binlogsync.apply import Applier, failed_at
 from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
@@ -31,18 +32,6 @@ SCHEMA = {
 }
 COLUMNS = {"p": ("id", "v", "s"), "c2": ("a", "b", "v"), "u": ("id", "name", "v")}
 KEYLEN = {"p": 1, "c2": 2, "u": 1}
-
-
-class Recording(Applier):
-    """An applier that records the statements it runs."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.statements: list[Statement] = []
-
-    def _execute(self, cursor: Any, statement: Statement) -> None:
-        self.statements.append(statement)
-        super()._execute(cursor, statement)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from binlogsync.config import (
     Security,
     TargetConfig,
 )
+from binlogsync.devsite.localsite import wait_until
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import gtid_seq, origin_gtid
 from binlogsync.hub.server import Hub
@@ -45,15 +46,11 @@ T = "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(2000))"
 
 # -- helpers ---------------------------------------------------------------------------------
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, every: float = 0.005) -> Any:
-    """Poll `predicate` until it is truthy; AssertionError naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(every)
+    """wait_until, failing the test (AssertionError) when `what` does not come in time."""
+    try:
+        return wait_until(predicate, timeout, every, what)
+    except TimeoutError as exc:
+        raise AssertionError(str(exc)) from None
 
 
 def names(dbname: str) -> tuple[str, str]:

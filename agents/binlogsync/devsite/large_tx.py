@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .localsite import LocalSite
-from .paper_timing import Clock, machine
+from .paper_timing import Clock, machine, start_servers
 from .sandbox import Sandbox, Server
 
 SCHEMA, TABLE = "bench", "big"
@@ -88,17 +88,7 @@ def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
     box = Sandbox(root / "servers")
     site = None
     try:
-        origin = box.start("origin", 1)
-        target = box.start("target", 2)
-        replica = box.start("replica", 100)
-        for server in (origin, target, replica):
-            with server.connect() as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
-                if server is not origin:
-                    cur.execute(DDL)  # the target's schema is the DBA's; here the bench's
-        box.replicate(origin, replica)
-        with origin.connect() as conn, conn.cursor() as cur:
-            cur.execute(DDL)
+        origin, target, replica = start_servers(box, SCHEMA, DDL)
         site = LocalSite(root / "site", origin, [target], tables=(f"{SCHEMA}.*",))
         site.start()
         site.wait_online()

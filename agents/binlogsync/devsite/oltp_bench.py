@@ -42,7 +42,7 @@ import pymysql
 
 from ..apply import checkpoint as checkpoints
 from .localsite import LocalSite, wait_until
-from .paper_timing import machine
+from .paper_timing import machine, start_servers
 from .sandbox import Sandbox, Server
 from .verify import gtid_seq
 
@@ -439,12 +439,7 @@ def run(root: Path, args: argparse.Namespace, progress: bool = True) -> list[Run
     box = Sandbox(root / "servers")
     site = None
     try:
-        origin = box.start("origin", 1)
-        target = box.start("target", 2)
-        replica = box.start("replica", 100)
-        for server in (origin, target, replica):
-            _query(server, f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
-        box.replicate(origin, replica)
+        origin, target, replica = start_servers(box, SCHEMA, None)
         if progress:
             print(
                 f"  preparing {args.tables} × {args.table_size:,} rows (sysbench prepare)…",

@@ -180,21 +180,32 @@ def machine() -> str:
     )
 
 
+def start_servers(
+    box: Sandbox, schema: str, ddl: str | None, target_name: str = "target"
+) -> tuple[Server, Server, Server]:
+    """An origin, a binlogsync target and a native replica of the origin, each with `schema`
+    (and the table `ddl` makes: the replica gets it by replication, the target from us, as a
+    DBA would create it)."""
+    origin = box.start("origin", 1)
+    target = box.start(target_name, 2)
+    replica = box.start("replica", 100)
+    for server in (origin, target, replica):
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{schema}`")
+            if ddl and server is not origin:
+                cur.execute(ddl)
+    box.replicate(origin, replica)
+    if ddl:
+        with origin.connect() as conn, conn.cursor() as cur:
+            cur.execute(ddl)
+    return origin, target, replica
+
+
 def run(root: Path, rows: list[int], runs: int, progress: bool = True) -> list[Cell]:
     box = Sandbox(root / "servers")
     site = None
     try:
-        origin = box.start("origin", 1)
-        target = box.start("target1", 2)
-        replica = box.start("replica", 100)
-        for server in (origin, target, replica):
-            with server.connect() as conn, conn.cursor() as cur:
-                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
-                if server is not origin:
-                    cur.execute(DDL)  # the target's schema is the DBA's; here the bench's
-        box.replicate(origin, replica)
-        with origin.connect() as conn, conn.cursor() as cur:
-            cur.execute(DDL)
+        origin, target, replica = start_servers(box, SCHEMA, DDL, "target1")
         site = LocalSite(root / "site", origin, [target], tables=(f"{SCHEMA}.*",))
         site.start()
         _settle(origin, target, replica)

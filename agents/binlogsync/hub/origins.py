@@ -189,7 +189,8 @@ class Origins:
         return True  # the WELCOME being answered carries the new start
 
     # -- BATCH -------------------------------------------------------------------------------
-    def batch(self, host: Host, message: frames.Message, pending: dict[str, list[Pending]]) -> None:
+    def batch(self, host: Host, message: frames.Message) -> None:
+        """Check a BATCH and keep it in this turn's batches (stored at the turn's end)."""
         header = message.header
         if "origin" not in host.roles or header["origin"] != host.name:
             raise ProtocolError(f"{host.name} may only send its own origin's transactions")
@@ -202,7 +203,7 @@ class Origins:
                 "`resume`",
             )
         after = header["after"]
-        ahead = self._ahead(host.name, pending)
+        ahead = self._ahead(host.name)
         if after is not None and ahead is not None and after.key > ahead.key:
             # Something between `ahead` and `after` never arrived: storing this would leave a
             # hole. The origin reads again from what is stored.
@@ -228,12 +229,12 @@ class Origins:
                 batch.items.append(
                     StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, tables)
                 )
-        pending.setdefault(host.name, []).append(batch)
+        self.turn.setdefault(host.name, []).append(batch)
 
-    def _ahead(self, name: str, pending: dict[str, list[Pending]]) -> Position | None:
+    def _ahead(self, name: str) -> Position | None:
         """Where `name`'s log will end once this turn's batches are stored."""
         head = self.log.head(name)
-        for batch in pending.get(name, ()):
+        for batch in self.turn.get(name, ()):
             for item in batch.items:
                 end = item.position if isinstance(item, Entry) else item.end
                 if end is not None and (head is None or end.key > head.key):

@@ -36,7 +36,7 @@ from .access import Access
 from .delivery import Delivery
 from .hosts import Host, Hosts
 from .log import HubLog
-from .origins import Origins, Pending
+from .origins import Origins
 from .routing import Router
 
 log = logging.getLogger("binlogsync.hub")
@@ -220,7 +220,7 @@ class Hub(RunLoop):
                 host = self.access.check(self.hosts, identity, message, user_id)
                 if host is not None:
                     self.hosts.heard(host)
-                self._dispatch(identity, host, message, user_id, pending, touched)
+                self._dispatch(identity, host, message, user_id, touched)
             except ProtocolError as exc:
                 self._reject(identity, str(exc), user_id)
         for origin, batches in pending.items():
@@ -236,7 +236,6 @@ class Hub(RunLoop):
         host: Host | None,
         message: Message,
         user_id: str | None,
-        pending: dict[str, list[Pending]],
         touched: set[tuple[str, str]],
     ) -> None:
         kind, header = message.kind, message.header
@@ -254,7 +253,7 @@ class Hub(RunLoop):
         elif host is None:
             raise ProtocolError("send HELLO first")
         elif kind == frames.BATCH:
-            self.origins.batch(host, message, pending)
+            self.origins.batch(host, message)
         elif kind == frames.APPLIED:
             touched.add(self.delivery.applied(host, header))
         elif kind == frames.FAILED:

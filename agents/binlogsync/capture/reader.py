@@ -70,6 +70,7 @@ from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tables import TableFilter
 from .ddl import Statement, dml_tables, names_in, parse_statement
+from .events import EventSource, RawGtid, RawRows, RawXid
 from .tablemap import TableMapCache
 from .values import TableShape
 
@@ -120,6 +121,7 @@ class BinlogReader:
         part_rows: int = PART_ROWS,
         part_bytes: int = PART_BYTES,
         cache_table_maps: bool = True,
+        fast_events: bool = True,
     ) -> None:
         self.db = db
         self.server_id = server_id
@@ -128,6 +130,8 @@ class BinlogReader:
         self.heartbeat = heartbeat
         self.part_rows, self.part_bytes = part_rows, part_bytes
         self.table_maps = TableMapCache(cache_table_maps)
+        self.fast_events = fast_events  # False: the library reads every event (benchmarks)
+        self.source: EventSource | None = None
         self._stopping = threading.Event()
         self._stream: Any = None
         self._file = start.file
@@ -153,23 +157,37 @@ class BinlogReader:
                 log.debug("closing the binlog stream failed", exc_info=True)
 
     def transactions(self) -> Iterator[Transaction | Part]:
-        stream = self._open()
+        source = self.source = EventSource(self._open(), self._is_routed, fast=self.fast_events)
         group: _Group | None = None
         doing = f"reading the binlog from {self.start}"
         try:
             while not self._stopping.is_set():
                 try:
-                    event = stream.fetchone()
+                    event = source.next()
                 except (pymysql.err.MySQLError, OSError) as exc:
                     if self._stopping.is_set():
                         return
                     raise mysql.translate(exc, self.db, doing, PreflightError) from exc
-                if event is None:  # the server ended the stream (not blocking / shut down)
+                # The frequent kinds first: events.py reads them itself (see its doc).
+                if isinstance(event, RawRows):
+                    group = group or self._new_group(event)
+                    part = self._on_raw_rows(event, group)
+                    if part is not None:
+                        yield part
+                elif isinstance(event, RawXid):
+                    if group is not None:
+                        yield self._finish(group, event)
+                    group = None
+                elif isinstance(event, RawGtid):
+                    self._abandon(group, "a new GTID event")
+                    standalone = bool(event.flags & _MARIADB_FL_STANDALONE)
+                    group = self._new_group(event, event.gtid, needs_commit=not standalone)
+                elif event is None:  # the server ended the stream (not blocking / shut down)
                     raise UnreachableError(
                         f"the origin {self.db.host}:{self.db.port} closed the binlog stream",
                         "the server may be shutting down; capture resumes when it is back",
                     )
-                if isinstance(event, PartialUpdateRowsEvent):  # before its base class
+                elif isinstance(event, PartialUpdateRowsEvent):  # before its base class
                     group = group or self._new_group(event)
                     self._halt(
                         group,
@@ -207,6 +225,7 @@ class BinlogReader:
                     self._file = event.next_binlog
                 elif isinstance(event, FormatDescriptionEvent):
                     self.table_maps.format_changed(event.post_header_len)
+                    source.format_changed(event.post_header_len)
                 # HeartbeatLogEvent: only there to let the loop look at the stop flag.
         finally:
             self.close()
@@ -276,13 +295,10 @@ class BinlogReader:
 
     # -- events ----------------------------------------------------------------------------
     def _on_rows(self, event: Any, group: _Group) -> Part | None:
+        """A Rows event the library read (events.py leaves it those it cannot decode)."""
+        if not self._takes_rows(event, group):
+            return None
         schema, table = event.schema, event.table
-        if (schema, table) == CHECKPOINT_TABLE:
-            group.own = True
-            group.changes.clear()
-            return None
-        if group.own or group.halt is not None or not self._is_routed(schema, table):
-            return None
         if _partial_image(event):
             self._halt(
                 group,
@@ -307,9 +323,30 @@ class BinlogReader:
                 change = Change("insert", schema, table, shape.columns, (), image)
             else:
                 change = Change("delete", schema, table, shape.columns, image)
+        return self._append(group, change, event.packet.event_size)
+
+    def _on_raw_rows(self, event: RawRows, group: _Group) -> Part | None:
+        """A Rows event events.py read and decoded (if its table is routed)."""
+        if not self._takes_rows(event, group):
+            return None
+        change = Change(
+            event.kind, event.schema, event.table, event.columns, event.before, event.after
+        )
+        return self._append(group, change, event.event_size)
+
+    def _takes_rows(self, event: Any, group: _Group) -> bool:
+        """Whether a Rows event's rows belong in the group; notes our own checkpoint write."""
+        schema, table = event.schema, event.table
+        if (schema, table) == CHECKPOINT_TABLE:
+            group.own = True
+            group.changes.clear()
+            return False
+        return not group.own and group.halt is None and self._is_routed(schema, table)
+
+    def _append(self, group: _Group, change: Change, size: int) -> Part | None:
         group.changes.append(change)
         group.rows += change.row_count
-        group.size += event.packet.event_size
+        group.size += size
         return self._cut(group)
 
     def _on_query(

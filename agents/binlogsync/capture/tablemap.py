@@ -28,7 +28,7 @@ from pymysqlreplication.constants.BINLOG import TABLE_MAP_EVENT, UNKNOWN_EVENT
 from ..errors import PreflightError
 
 _LIMIT = 4096  # parsed tables kept; the cache starts over when it is full
-_CHECKSUM_ATTRIBUTE = "_BinLogStreamReader__use_checksum"
+CHECKSUM_ATTRIBUTE = "_BinLogStreamReader__use_checksum"
 
 
 def check_library() -> None:
@@ -42,8 +42,13 @@ def check_library() -> None:
         ):
             missing.append(f"pymysql Connection.{name}")
     init = inspect.getsource(BinLogStreamReader.__init__)
-    if "self.__use_checksum" not in init or "self.table_map" not in init:
-        missing.append("BinLogStreamReader.__use_checksum / table_map")
+    for name in ("__use_checksum", "table_map", "__connected_stream", "log_pos"):
+        if f"self.{name} =" not in init:
+            missing.append(f"BinLogStreamReader.{name}")
+    if "self._stream_connection._read_packet()" not in inspect.getsource(
+        BinLogStreamReader.fetchone
+    ):
+        missing.append("BinLogStreamReader.fetchone reading _stream_connection._read_packet()")
     if missing:
         raise PreflightError(
             f"the installed PyMySQL or mysql-replication lacks what capture relies on: "
@@ -61,6 +66,12 @@ class _CachingConnection(pymysql.connections.Connection):  # type: ignore[misc] 
 
     binlog_hook: Callable[[MysqlPacket], MysqlPacket] | None = None
     _dumping = False
+    _pushed: MysqlPacket | None = None
+
+    def push(self, packet: MysqlPacket) -> None:
+        """Make `packet` (already read and hooked) the next one `_read_packet` returns: how
+        events.py hands a packet it does not read itself back to the library."""
+        self._pushed = packet
 
     def _write_bytes(self, data: bytes) -> None:
         if len(data) > 4 and data[4] == COM_BINLOG_DUMP:
@@ -68,6 +79,9 @@ class _CachingConnection(pymysql.connections.Connection):  # type: ignore[misc] 
         super()._write_bytes(data)
 
     def _read_packet(self, packet_type: type = MysqlPacket) -> Any:
+        if self._pushed is not None:
+            packet, self._pushed = self._pushed, None
+            return packet
         packet = super()._read_packet(packet_type)
         if self._dumping and self.binlog_hook is not None:
             return self.binlog_hook(packet)
@@ -113,7 +127,7 @@ class TableMapCache:
         self._tables[key] = event.get_table()
 
     def _key(self, data: bytes) -> bytes | None:
-        checksum = getattr(self._stream, _CHECKSUM_ATTRIBUTE, None)
+        checksum = getattr(self._stream, CHECKSUM_ATTRIBUTE, None)
         if checksum is None:  # not connected yet, or a library without it: do not cache
             return None
         return bytes(data[20 : len(data) - 4] if checksum else data[20:])

@@ -562,7 +562,11 @@ def test_truncated_or_corrupt_data_raises_value_error() -> None:
     assert decoder is not None
     data = _event(BINLOG.WRITE_ROWS_EVENT_V1, _image(1, "abcdef"), _image(2, "xyz"))
     first_row_end = len(data) - len(_image(2, "xyz"))
+    rows_start = first_row_end - len(_image(1, "abcdef"))
+    assert decoder.decode(BINLOG.WRITE_ROWS_EVENT_V1, data, 20, rows_start) == ((), ())
     for end in range(20, len(data)):
+        if end == rows_start:
+            continue
         if end == first_row_end:  # a whole event of one row
             assert decoder.decode(BINLOG.WRITE_ROWS_EVENT_V1, data, 20, end) == (
                 (),

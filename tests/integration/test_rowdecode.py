@@ -136,7 +136,7 @@ def _datetime(fsp: int, zero: bool = True) -> Gen:
         if zero and pick < 0.1:
             return "0000-00-00 00:00:00"
         if zero and pick < 0.13:
-            return "2020-00-00 10:11:12"
+            return rng.choice(("2020-00-00 10:11:12", "2004-04-31 10:11:12.5"))
         if pick < 0.2:
             return rng.choice(("1000-01-01 00:00:00", "9999-12-31 23:59:59.999999"))
         day = dt.datetime(1000, 1, 1) + dt.timedelta(
@@ -311,7 +311,7 @@ TABLES: dict[str, list[Spec]] = {
         _c("mt", "MEDIUMTEXT", _text(_TEXT, 300)),
         _c("lt", "LONGTEXT CHARACTER SET latin1", _text(_LATIN, 300)),
         _c("j", "JSON", _choice('{"k": "😀", "n": [1, 2.5, null, true]}', "[]", '"s"', "{}")),
-        _c("e", "ENUM('a','b','😀','')", _choice("a", "b", "😀", "")),
+        _c("e", "ENUM('a','b','😀','')", _choice("a", "b", "😀", "", "not a member")),
         _c("s", "SET('x','y','z')", _set(["x", "y", "z"])),
         _c("s64", "SET(" + ",".join(f"'{m}'" for m in _SET64) + ")", _set(_SET64)),
     ],
@@ -343,8 +343,9 @@ def _write(server: Server, database: str, name: str, specs: list[Spec], seed: in
     conn = server.connect(database)
     try:
         with conn.cursor() as cur:
-            # zero and partly-zero dates allowed; a non-UTC session zone for TIMESTAMP
-            cur.execute("SET SESSION sql_mode = '', time_zone = '+05:30'")
+            # not strict: zero, partly-zero and invalid dates, invalid ENUM values (stored as
+            # index 0); a non-UTC session zone for TIMESTAMP
+            cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+05:30'")
             columns = "".join(f", `{n}`" for n, *_ in specs)
             one = "(%s" + "".join(f", {p}" for *_, p in specs) + ")"
             ids = list(range(1, ROWS_PER_TABLE + 1))
@@ -609,6 +610,28 @@ def test_truncated_or_corrupt_data_raises_value_error() -> None:
 )
 def test_columns_left_to_the_library(column: Column) -> None:
     assert RowsDecoder.of(_table(_column("id", FIELD_TYPE.LONG), column)) is None
+
+
+@unit
+def test_tables_of_the_same_layout_share_the_generated_reader() -> None:
+    first = RowsDecoder.of(_small_table())
+    renamed = _table(
+        _column("other", FIELD_TYPE.LONG),
+        _column("names", FIELD_TYPE.VARCHAR, max_length=40, character_set_name="utf8mb4"),
+    )
+    second = RowsDecoder.of(renamed)
+    assert first is not None and second is not None
+    assert second.columns == ("other", "names")
+    data = _event(BINLOG.WRITE_ROWS_EVENT_V1, _image(5, "x"))
+    assert first.decode(23, data, 20, len(data)) == second.decode(23, data, 20, len(data))
+    latin = _table(
+        _column("id", FIELD_TYPE.LONG),
+        _column("name", FIELD_TYPE.VARCHAR, max_length=40, character_set_name="latin1"),
+    )
+    decoder = RowsDecoder.of(latin)  # another charset: another reader
+    assert decoder is not None
+    data = _event(BINLOG.WRITE_ROWS_EVENT_V1, b"\x00" + struct.pack("<i", 1) + b"\x01\xe9")
+    assert decoder.decode(23, data, 20, len(data)) == ((), ((1, "é"),))
 
 
 @unit

@@ -4,8 +4,11 @@ python-mysql-replication decodes a row column by column through a chain of metho
 a type dispatch per value; `TableShape.row` (values.py) then corrects what it got wrong. A
 `RowsDecoder` is built from the library's parsed Table_map (`pymysqlreplication.table.Table`)
 and produces the same row tuples, corrections included, from the event's raw bytes: one
-generated Python function per table reads a row with `struct.unpack_from` at running
-offsets, one branch per column on the null bitmap and no per-value dispatch.
+Python function, generated and compiled once per column layout (cached, so a table map
+parsed again costs a look-up), reads a row with `struct.unpack_from` and slices at running
+offsets, one branch per column on the null bitmap and no per-value dispatch. About 1.5 µs
+per one-row event of sysbench's table against about 40 µs for the library + values.py
+(bench/rowdecode_rate.py).
 
 Each column type is read as the library reads it (row_event.py of mysql-replication 1.0.17),
 and its value then corrected as values.py corrects it, so the two paths agree value for value
@@ -21,6 +24,12 @@ real MariaDB. In particular:
 - DATE / DATETIME(n) with a zero or invalid date: None; TIMESTAMP(n) 0: 1970-01-01;
   TIME(n) negative with values.py's fix; YEAR 0000: 0; ENUM index 0: ''; an empty SET: set();
   BIT: int; GEOMETRY: bytes; MariaDB's JSON (a LONGTEXT): str.
+- what makes the library raise (a DATE like 2004-04-31 written under ALLOW_INVALID_DATES,
+  an ENUM index past its values, bytes its codec rejects) raises ValueError here.
+
+Truncated or corrupt events raise ValueError. Values are read up to `end`; a row that runs
+past it may have looked at the bytes after it (the checksum) before the check at the row's
+end raises, but nothing read there is ever returned.
 
 `RowsDecoder.of` returns None (the caller leaves that table to the library) for a column
 without a name and for what it does not read: MySQL's binary JSON, the pre-5.6 temporal

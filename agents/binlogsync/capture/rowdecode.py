@@ -6,9 +6,9 @@ a type dispatch per value; `TableShape.row` (values.py) then corrects what it go
 and produces the same row tuples, corrections included, from the event's raw bytes: one
 Python function, generated and compiled once per column layout (cached, so a table map
 parsed again costs a look-up), reads a row with `struct.unpack_from` and slices at running
-offsets, one branch per column on the null bitmap and no per-value dispatch. About 1.5 µs
-per one-row event of sysbench's table against about 40 µs for the library + values.py
-(bench/rowdecode_rate.py).
+offsets, one branch per column on the null bitmap and no per-value dispatch. 1.3-2.5 µs
+per one-row event of sysbench's table against 23-41 µs for the library + values.py
+(bench/rowdecode_rate.py, two runs on a 2-core EPYC VM).
 
 Each column type is read as the library reads it (row_event.py of mysql-replication 1.0.17),
 and its value then corrected as values.py corrects it, so the two paths agree value for value

@@ -26,11 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pymysql import err
+from pymysql.constants import CR
+from pymysql.protocol import MysqlPacket
 from pymysqlreplication.constants import BINLOG
 
 from ..model import ChangeKind, Row
 from .rowdecode import RowsDecoder
-from .tablemap import CHECKSUM_ATTRIBUTE
+from .tablemap import CHECKSUM_ATTRIBUTE, TableMapCache
 
 _HEADER = struct.Struct("<IBIII")  # after the OK byte: timestamp, type, server id, size, log_pos
 _GTID = struct.Struct("<QIB")  # MariaDB GTID event: sequence number, domain, flags
@@ -98,10 +101,16 @@ class EventSource:
     library's event object for the rest (None when the server ended the stream)."""
 
     def __init__(
-        self, stream: Any, wanted: Callable[[str, str], bool], *, fast: bool = True
+        self,
+        stream: Any,
+        wanted: Callable[[str, str], bool],
+        table_maps: TableMapCache,
+        *,
+        fast: bool = True,
     ) -> None:
         self.stream = stream
         self.wanted = wanted
+        self.table_maps = table_maps
         self.fast = fast
         self.fast_events = 0  # events read here (for tests and benchmarks)
         self.fast_rows_events = 0  # of which Rows events of routed tables, decoded here
@@ -125,15 +134,14 @@ class EventSource:
         if not (self.fast and connection is not None and getattr(stream, _CONNECTED_ATTRIBUTE)):
             return stream.fetchone()  # the library connects (and reads the first events)
         while True:
-            packet = connection._read_packet()
-            data = packet.get_all_data()
+            data = _read_packet(connection)
             if data[0] != 0:  # EOF (or an error the library knows how to report)
-                connection.push(packet)
+                connection.push(MysqlPacket(data, connection.encoding))
                 return stream.fetchone()
             timestamp, kind, server_id, size, log_pos = _HEADER.unpack_from(data, 1)
             event = self._read(data, kind, timestamp, server_id, size, log_pos)
             if event is None:
-                connection.push(packet)
+                connection.push(MysqlPacket(data, connection.encoding))
                 return stream.fetchone()
             if log_pos:
                 stream.log_pos = log_pos
@@ -154,7 +162,7 @@ class EventSource:
             return RawXid(timestamp, log_pos, size)
         if kind == BINLOG.HEARTBEAT_LOG_EVENT:  # returned: the reader looks at its stop flag
             return RawEvent(timestamp, log_pos, size)
-        if kind in _SKIPPED:
+        if kind in _SKIPPED or (kind == BINLOG.TABLE_MAP_EVENT and self.table_maps.serve(data)):
             return True
         return None
 
@@ -191,3 +199,37 @@ class EventSource:
         decoder = RowsDecoder.of(table)
         self._decoders[id(table)] = (table, decoder)  # keeps `table` alive: id() stays unique
         return decoder
+
+
+_MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
+
+
+def _read_packet(connection: Any) -> bytes:
+    """The next packet's payload, read from PyMySQL's buffered socket file as its own
+    `_read_packet` does (sequence check, continuation packets), without building a
+    MysqlPacket: a sysbench transaction is ten packets."""
+    rfile = connection._rfile
+    parts: list[bytes] = []
+    while True:
+        header = rfile.read(4)
+        if len(header) < 4:
+            connection._force_close()
+            raise err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server")
+        length = header[0] | header[1] << 8 | header[2] << 16
+        if header[3] != connection._next_seq_id:
+            connection._force_close()
+            raise err.OperationalError(
+                CR.CR_SERVER_LOST,
+                f"Packet sequence number wrong - got {header[3]} expected "
+                f"{connection._next_seq_id}",
+            )
+        connection._next_seq_id = (header[3] + 1) % 256
+        data = rfile.read(length)
+        if len(data) < length:
+            connection._force_close()
+            raise err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server")
+        if length < _MAX_PACKET and not parts:
+            return data  # type: ignore[no-any-return]
+        parts.append(data)
+        if length < _MAX_PACKET:
+            return b"".join(parts)

@@ -157,7 +157,9 @@ class BinlogReader:
                 log.debug("closing the binlog stream failed", exc_info=True)
 
     def transactions(self) -> Iterator[Transaction | Part]:
-        source = self.source = EventSource(self._open(), self._is_routed, fast=self.fast_events)
+        source = self.source = EventSource(
+            self._open(), self._is_routed, self.table_maps, fast=self.fast_events
+        )
         group: _Group | None = None
         doing = f"reading the binlog from {self.start}"
         try:

@@ -41,6 +41,12 @@ def check_library() -> None:
             params is not None and list(inspect.signature(method).parameters) != params
         ):
             missing.append(f"pymysql Connection.{name}")
+    # events.py reads packets from the buffered socket file as `_read_packet` does.
+    read_packet = inspect.getsource(connection._read_packet)
+    if not all(n in read_packet for n in ("self._next_seq_id", "MAX_PACKET_LEN")) or not all(
+        hasattr(connection, n) for n in ("_rfile", "_force_close")
+    ):
+        missing.append("pymysql Connection._rfile / _next_seq_id / _force_close")
     init = inspect.getsource(BinLogStreamReader.__init__)
     for name in ("__use_checksum", "table_map", "__connected_stream", "log_pos"):
         if f"self.{name} =" not in init:
@@ -132,16 +138,23 @@ class TableMapCache:
             return None
         return bytes(data[20 : len(data) - 4] if checksum else data[20:])
 
+    def serve(self, data: bytes) -> bool:
+        """A Table_map packet (OK byte, header, body): True when a parse of the same bytes
+        was installed into the library's table map, so the packet needs no parsing."""
+        if not self.enabled or self._stream is None:
+            return False
+        key = self._key(data)
+        table = self._tables.get(key) if key is not None else None
+        if table is None:
+            return False
+        self._stream.table_map[table.table_id] = table
+        self.hits += 1
+        return True
+
     def _on_packet(self, packet: MysqlPacket) -> MysqlPacket:
         data = packet.get_all_data()
         # OK byte, then the 19-byte event header: timestamp(4) type(1) server(4) size(4) ...
-        if not self.enabled or len(data) < 26 or data[0] != 0 or data[5] != TABLE_MAP_EVENT:
+        if len(data) < 26 or data[0] != 0 or data[5] != TABLE_MAP_EVENT or not self.serve(data):
             return packet
-        key = self._key(data)
-        table = self._tables.get(key) if key is not None else None
-        if table is None or self._stream is None:
-            return packet
-        self._stream.table_map[table.table_id] = table
-        self.hits += 1
         # Same header (so log_pos bookkeeping is unchanged), an event type the library skips.
         return MysqlPacket(data[:5] + bytes((UNKNOWN_EVENT,)) + data[6:], "utf8")

@@ -539,6 +539,38 @@ def test_events_read_here_equal_the_librarys(origin: Server, dbname: str) -> Non
 
 
 @integration
+def test_a_row_over_16_mib_spans_packets_and_is_read_whole(origin: Server, dbname: str) -> None:
+    """A binlog event over 16 MiB comes as several protocol packets; events.py joins them."""
+    make_db(origin, dbname)
+    with origin.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.max_allowed_packet")
+        (saved,) = cur.fetchone()
+        cur.execute("SET GLOBAL max_allowed_packet = 64 * 1024 * 1024")
+    try:
+        run_sql(origin, dbname, ["CREATE TABLE big (id INT PRIMARY KEY, b LONGBLOB)"])
+        db = settings(origin)
+        start = current_position(db)
+        size = 20 * 1024 * 1024
+        run_sql(origin, dbname, [f"INSERT INTO big VALUES (1, REPEAT('z', {size}))"])
+        end = current_position(db)
+    finally:
+        with origin.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL max_allowed_packet = %s", (saved,))
+    reader = BinlogReader(
+        settings(origin), next(_reader_ids), start, TableFilter((f"{dbname}.big",)),
+        part_bytes=64 * 1024 * 1024,
+    )  # fmt: skip
+    try:
+        txn = next(iter(reader.transactions()))
+    finally:
+        reader.close()
+    assert isinstance(txn, Transaction) and txn.position.gtid == end.gtid
+    assert reader.source is not None and reader.source.fast_rows_events == 1
+    (change,) = txn.changes
+    assert change.after == ((1, b"z" * size),)
+
+
+@integration
 def test_table_map_cache_is_used(origin: Server, dbname: str) -> None:
     make_db(origin, dbname)
     run_sql(origin, dbname, ["CREATE TABLE c (id INT PRIMARY KEY)"])

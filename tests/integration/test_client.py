@@ -679,6 +679,33 @@ def test_outbox_is_bounded_while_the_hub_does_not_acknowledge(
             assert agent.welcomed  # the hub was silent, never lost
 
 
+def test_a_partial_batch_waits_for_the_ack_of_the_one_in_flight(
+    tmp_path: Path, origin: Server, dbname: str
+) -> None:
+    """Nagle's rule (client/origin.py): while a BATCH is unacknowledged, what capture adds
+    waits and goes out as one BATCH after the ACK, instead of one BATCH per transaction."""
+    create([origin], dbname, T)
+    o, t = names(dbname)
+    cfg = config(o, "", origin=origin, tables=f"{dbname}.*", heartbeat=5.0)
+    with HubThread(tmp_path / "hub", routes(o, t, dbname)) as h:
+        with running(dataclasses.replace(cfg, hub=h.endpoint)) as agent:
+            wait_for(lambda: agent.welcomed, 10, "WELCOME")
+            role = agent.origin
+            assert role is not None
+            with held(h.hub):
+                write(origin, dbname, range(1))
+                wait_for(lambda: len(role.inflight) == 1, 10, "the first BATCH in flight")
+                write(origin, dbname, range(1, 30))
+                wait_for(lambda: len(role.outbox) >= 29, 10, "29 more captured")
+                assert len(role.inflight) == 1  # partial batches are not pipelined
+                sent = role.next_seq
+            last = gtid_seq(origin_gtid(origin))
+            wait_for(lambda: gtid_seq(hub_head_gtid(h.endpoint, o)) >= last, 20, "all at the hub")
+            assert role.next_seq - sent == 1  # the 29 travelled in one BATCH
+            (row,) = [r for r in hub_status(h.endpoint)["origins"] if r["origin"] == o]
+            assert row["appended"] == 30
+
+
 def test_loop_never_blocks_on_an_unreachable_database(
     tmp_path: Path, dbname: str, caplog: pytest.LogCaptureFixture
 ) -> None:

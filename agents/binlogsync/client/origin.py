@@ -3,6 +3,10 @@
 The binlog is the outbox: nothing is copied locally. A capture thread (`Capture`, a RunLoop)
 reads transactions, and parts of large ones, packs them and puts them in a bounded in-memory
 queue; the agent's loop packs them into BATCH messages, at most WINDOW unacknowledged at once.
+Only full BATCHes are pipelined: while one is unacknowledged, a partial one waits for the ACK
+(Nagle's rule), so under a steady OLTP load each BATCH carries what arrived during a round trip
+to the hub instead of one transaction — a round trip of latency at most, and a quiet stream
+(nothing in flight) ships at once.
 After a reconnect the capture restarts from the position the hub says it holds durably; what
 was in flight is simply read again and the hub drops the duplicates. A restart never waits
 for the old capture thread: each run has a generation, and what an old run still produces is
@@ -219,7 +223,12 @@ class OriginRole:
                 return False
             self.outbox.append(item)
             self.outbox_bytes += len(item.body)
-            wake = len(self.outbox) == 1
+            # With a BATCH in flight its ACK wakes the loop, which then ships (see ship()).
+            size = len(item.body)
+            wake = (len(self.outbox) == 1 and not self.inflight) or (
+                len(self.outbox) == self.config.batch_transactions
+                or self.outbox_bytes - size < BATCH_BYTES <= self.outbox_bytes
+            )
         if wake:
             self.wake()
         return True
@@ -273,6 +282,8 @@ class OriginRole:
             if link.send(frames.HALTED, {"origin": self.name, **header}):
                 self.halt_sent = True
         while len(self.inflight) < WINDOW and not self.stalled:
+            if self.inflight and not self._full():
+                break  # Nagle: this partial BATCH goes when the one in flight is acknowledged
             with self._room:
                 bodies: list[bytes] = []
                 size = 0
@@ -302,6 +313,12 @@ class OriginRole:
             self.inflight.append((seq, len(bodies)))
             shipped += len(bodies)
         return shipped
+
+    def _full(self) -> bool:
+        """Whether the outbox holds a full BATCH (by count or by bytes)."""
+        return len(self.outbox) >= self.config.batch_transactions or (
+            self.outbox_bytes >= BATCH_BYTES
+        )
 
     def acknowledged(self, seq: int, upto: Position) -> None:
         if seq < self.first_seq:

@@ -271,7 +271,7 @@ class Delivery:
             return entry.payload
         if entry.tables is not None and self.router.unchanged(origin, target, entry.tables):
             return entry.payload
-        tx = entry.tx or Transaction.from_wire(unpack(entry.payload))
+        tx = Transaction.from_wire(unpack(entry.payload))
         routed = self.router.for_target(origin, target, tx)
         if routed is tx:
             return entry.payload  # all of it, unchanged: forward the bytes

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..model import Transaction
 from ..position import Position
 
 _SCHEMA = """
@@ -107,7 +106,6 @@ class Entry:
     position: Position
     timestamp: float
     payload: bytes
-    tx: Transaction | None = None  # decoded, when at hand (not stored)
     parts: int = 0  # > 0: stored in parts under `begin_key`
     begin_key: int | None = None
     tables: Tables | None = None  # the (schema, table)s its changes touch, when known
@@ -393,10 +391,7 @@ class HubLog:
             "AND pos_key>? ORDER BY pos_key LIMIT ?",
             (origin, after_key, limit),
         ).fetchall()
-        return [
-            Entry(_pos(p), ts, payload, None, n, b, tables_of(t))
-            for p, ts, payload, n, b, t in rows
-        ]
+        return [Entry(_pos(p), ts, payload, n, b, tables_of(t)) for p, ts, payload, n, b, t in rows]
 
     def part(self, origin: str, begin_key: int, number: int) -> tuple[bytes, Tables | None]:
         """A stored part's payload and the tables its changes touch."""

@@ -32,7 +32,6 @@ from typing import Any
 from ..config import HubConfig
 from ..errors import ProtocolError
 from ..metrics import HubMetrics
-from ..model import Part, Transaction
 from ..position import Position
 from ..transport import frames
 from .hosts import Host, Hosts
@@ -214,21 +213,22 @@ class Origins:
         batch = Pending(host.identity, header["seq"])
         limit = self.config.max_message_bytes
         for body in message.bodies:
-            item = frames.decode_body(body, limit)
-            if isinstance(item, Part) and item.end is not None and item.end.key <= item.begin.key:
+            # Checked as a target checks it, but not built into objects: the hub keeps and
+            # forwards the bytes, and needs only the positions and the tables touched.
+            item = frames.check_body(body, limit)
+            if item.begin is None:
+                assert item.end is not None
+                payload = body if item.changes else b""
+                batch.items.append(Entry(item.end, item.timestamp, payload, tables=item.tables))
+                continue
+            if item.end is not None and item.end.key <= item.begin.key:
                 raise ProtocolError(
                     f"part {item.number} of the transaction at {item.begin} ends at {item.end}, "
                     "not after it begins"
                 )
-            tables = tuple(sorted({(c.schema, c.table) for c in item.changes}))
-            if isinstance(item, Transaction):
-                payload = body if item.changes else b""
-                entry = Entry(item.position, item.timestamp, payload, item, tables=tables)
-                batch.items.append(entry)
-            else:
-                batch.items.append(
-                    StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, tables)
-                )
+            batch.items.append(
+                StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, item.tables)
+            )
         self.turn.setdefault(host.name, []).append(batch)
 
     def _ahead(self, name: str) -> Position | None:

@@ -139,8 +139,9 @@ def run_once(root: Path, count: int, batch: int, profile: str | None = None) -> 
                 raise TimeoutError(f"stuck: sent {sent}, applied {applied}")
             if origin in ready:
                 while origin.poll(0):
-                    if frames.decode(origin.recv_multipart(), 1 << 26).kind == frames.ACK:
-                        acked += 1
+                    message = frames.decode(origin.recv_multipart(), 1 << 26)
+                    if message.kind == frames.ACK:  # every batch up to seq, as the agent reads it
+                        acked = max(acked, message.header["seq"])
             if target in ready:
                 while target.poll(0):
                     message = frames.decode(target.recv_multipart(), 1 << 26)

@@ -247,10 +247,9 @@ class HubLog:
         known = self.heads.get(origin)
         return known.floor if known else None
 
-    def fresh(self, origin: str, entries: Iterable[Entry]) -> list[Entry]:
-        """The entries above the origin's head, in order (what `append` would store)."""
-        current = self.heads.get(origin)
-        head_key = current.head.key if current else -1
+    @staticmethod
+    def fresh(entries: Iterable[Entry], head_key: int) -> list[Entry]:
+        """The entries above `head_key`, in order (what `append` would store after it)."""
         fresh = []
         for entry in entries:
             if entry.position.key > head_key:

@@ -94,6 +94,7 @@ class Origins:
         # Batches received and not stored yet, by origin (acknowledged once stored) …
         self.waiting: dict[str, list[Pending]] = {}
         self._waiting_items: dict[str, int] = {}
+        self._waiting_end: dict[str, Position] = {}  # the last transaction end among them
         self._stored_at: dict[str, float] = {}  # … and when each origin's last commit ended
         # What arrived since `take_new`, by origin: the key it continues (where the log will
         # end before it) and the items, for forwarding to up-to-date targets.
@@ -181,6 +182,7 @@ class Origins:
 
     def _drop_waiting(self, name: str) -> list[Pending]:
         self._waiting_items.pop(name, None)
+        self._waiting_end.pop(name, None)
         self._new.pop(name, None)
         return self.waiting.pop(name, [])
 
@@ -266,18 +268,22 @@ class Origins:
                 StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, item.tables)
             )
         self.waiting.setdefault(host.name, []).append(batch)
+        end = self._waiting_end.get(host.name)
+        for item in batch.items:
+            last = item.position if isinstance(item, Entry) else item.end
+            if last is not None and (end is None or last.key > end.key):
+                end = last
+        if end is not None:
+            self._waiting_end[host.name] = end
         self._waiting_items[host.name] = self._waiting_items.get(host.name, 0) + len(batch.items)
         new = self._new.setdefault(host.name, (-1 if ahead is None else ahead.key, []))
         new[1].extend(batch.items)
 
     def _ahead(self, name: str) -> Position | None:
         """Where `name`'s log will end once its waiting batches are stored."""
-        head = self.log.head(name)
-        for batch in self.waiting.get(name, ()):
-            for item in batch.items:
-                end = item.position if isinstance(item, Entry) else item.end
-                if end is not None and (head is None or end.key > head.key):
-                    head = end
+        head, waiting = self.log.head(name), self._waiting_end.get(name)
+        if head is None or (waiting is not None and waiting.key > head.key):
+            return waiting
         return head
 
     def store(self, name: str) -> Position | None:
@@ -285,6 +291,7 @@ class Origins:
         head."""
         pending = self.waiting.pop(name, [])
         self._waiting_items.pop(name, None)
+        self._waiting_end.pop(name, None)
         items = [i for p in pending for i in p.items]
         try:
             head, fresh = self.log.append(name, items)

@@ -284,8 +284,12 @@ def test_batches_waiting_for_a_group_commit_reach_targets_but_never_the_floor(
         assert (
             floor is not None and head is not None and floor.key <= head.key == tx(7).position.key
         )
+        assert h.hub.origins.due(time.monotonic()) == []
+        due = h.hub.origins.next_due()  # the hub's loop sleeps until then, at most
+        assert due is not None and h.hub.origins.due(due) == ["o1"]
         h.hub.origins.commit_interval = 0.0
         h.hub._store()
+        assert h.hub.origins.next_due() is None
         ack = origin.recv(kind=frames.ACK)  # one ACK for both batches, after their commit
         assert (ack.header["seq"], ack.header["upto"]) == (3, tx(9).position)
         assert h.hub.log.head("o1") == tx(9).position

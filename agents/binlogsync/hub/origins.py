@@ -227,7 +227,7 @@ class Origins:
 
     # -- BATCH -------------------------------------------------------------------------------
     def batch(self, host: Host, message: frames.Message) -> None:
-        """Check a BATCH and keep it in this turn's batches (stored at the turn's end)."""
+        """Check a BATCH and keep it with the origin's waiting batches (until `store`)."""
         header = message.header
         if "origin" not in host.roles or header["origin"] != host.name:
             raise ProtocolError(f"{host.name} may only send its own origin's transactions")
@@ -250,10 +250,13 @@ class Origins:
             )
         batch = Pending(host.identity, header["seq"])
         limit = self.config.max_message_bytes
+        end = self._waiting_end.get(host.name)  # the last transaction end waiting, with these
         for body in message.bodies:
             # Checked as a target checks it, but not built into objects: the hub keeps and
             # forwards the bytes, and needs only the positions and the tables touched.
             item = frames.check_body(body, limit)
+            if item.end is not None and (end is None or item.end.key > end.key):
+                end = item.end
             if item.begin is None:
                 assert item.end is not None
                 payload = body if item.changes else b""
@@ -268,11 +271,6 @@ class Origins:
                 StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, item.tables)
             )
         self.waiting.setdefault(host.name, []).append(batch)
-        end = self._waiting_end.get(host.name)
-        for item in batch.items:
-            last = item.position if isinstance(item, Entry) else item.end
-            if last is not None and (end is None or last.key > end.key):
-                end = last
         if end is not None:
             self._waiting_end[host.name] = end
         self._waiting_items[host.name] = self._waiting_items.get(host.name, 0) + len(batch.items)

@@ -1,6 +1,7 @@
 """The hub's CPU per transaction on a sysbench-like stream, without databases.
 
     .venv/bin/python bench/hub_rate.py [--transactions 20000] [--batch 200] [--runs 3]
+                                       [--rate TX_PER_SECOND]
 
 Starts the hub as its own process (`binlogsync server`), then an origin peer sends
 sysbench `oltp_write_only`-shaped transactions (UPDATE k, UPDATE c, DELETE, INSERT on one
@@ -8,11 +9,17 @@ sysbench `oltp_write_only`-shaped transactions (UPDATE k, UPDATE c, DELETE, INSE
 target peer acknowledges every DELIVER. Prints the hub's CPU (user + system, from
 /proc/PID/stat) per transaction, stored and delivered to one target, median of --runs; the
 issue's goal is under 50 µs.
+
+`--rate` paces the origin as a live one under a steady load: a BATCH of --batch transactions
+every batch/rate seconds (while the window allows), instead of as fast as the hub answers.
+`--batch 1 --rate 1300` is close to the live sysbench run of docs/benchmarks.md, where the
+origin agent sent a BATCH per captured transaction or two.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -81,7 +88,9 @@ def _recv(sock: zmq.Socket[bytes], kind: bytes) -> frames.Message:
             return message
 
 
-def run_once(root: Path, count: int, batch: int, profile: str | None = None) -> float:
+def run_once(
+    root: Path, count: int, batch: int, profile: str | None = None, rate: float = 0.0
+) -> float:
     data = root / "hub-data"
     config = root / "hub.toml"
     config.write_text(
@@ -123,24 +132,33 @@ def run_once(root: Path, count: int, batch: int, profile: str | None = None) -> 
         sent = acked = applied = 0
         after: Position | None = start
         seq = 0
+        next_send = time.monotonic()
         poller = zmq.Poller()
         poller.register(origin, zmq.POLLIN)
         poller.register(target, zmq.POLLIN)
         while applied < count:
-            while sent < count and seq - acked < 8:
+            while sent < count and seq - acked < 8 and time.monotonic() >= next_send:
+                if rate:
+                    next_send = max(next_send + batch / rate, time.monotonic() - 0.01)
                 chunk = bodies[sent : sent + batch]
                 seq += 1
                 header = {"origin": "o1", "seq": seq, "after": after}
                 origin.send_multipart(frames.encode(frames.BATCH, header, chunk))
                 sent += len(chunk)
                 after = Position("binlog.000001", 1000 + sent * 900, f"0-1-{sent}")
-            ready = dict(poller.poll(30_000))
+            timeout = 30_000
+            if rate and sent < count and seq - acked < 8:
+                timeout = max(0, math.ceil((next_send - time.monotonic()) * 1000))
+            ready = dict(poller.poll(timeout))
+            if not ready and timeout < 30_000:
+                continue  # time for the next batch
             if not ready:
                 raise TimeoutError(f"stuck: sent {sent}, applied {applied}")
             if origin in ready:
                 while origin.poll(0):
-                    if frames.decode(origin.recv_multipart(), 1 << 26).kind == frames.ACK:
-                        acked += 1
+                    message = frames.decode(origin.recv_multipart(), 1 << 26)
+                    if message.kind == frames.ACK:  # every batch up to seq, as the agent reads it
+                        acked = max(acked, message.header["seq"])
             if target in ready:
                 while target.poll(0):
                     message = frames.decode(target.recv_multipart(), 1 << 26)
@@ -170,12 +188,17 @@ def main() -> int:
     parser.add_argument("--transactions", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="transactions per second (default: flat out)"
+    )
     parser.add_argument("--profile", help="write a py-spy flame graph (SVG) of the hub here")
     args = parser.parse_args()
     samples = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="hub-rate-") as tmp:
-            samples.append(run_once(Path(tmp), args.transactions, args.batch, args.profile))
+            samples.append(
+                run_once(Path(tmp), args.transactions, args.batch, args.profile, args.rate)
+            )
     median = statistics.median(samples)
     print(
         f"hub CPU per sysbench-shaped transaction (stored, delivered to 1 target): "

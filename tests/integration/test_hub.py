@@ -208,3 +208,36 @@ def test_curve_admits_authorised_keys_only_and_binds_keys_to_hosts(tmp_path: Pat
         plain.send(frames.PING, {})
         with pytest.raises(TimeoutError):
             plain.recv(timeout=1.0)
+
+
+def test_every_ack_follows_the_commit_of_what_it_acknowledges(tmp_path: Path) -> None:
+    """A stream of one-transaction batches, eight in flight, as an origin under load sends
+    them: the hub commits them in groups (origins.py: group commit) and acknowledges each
+    group once, for its last batch. Whenever an ACK arrives, another connection to the log
+    file already sees everything up to it (persist, then acknowledge)."""
+    import sqlite3
+
+    count = 200
+    with HubThread(tmp_path) as h:
+        origin = Peer(h.endpoint)
+        origin.hello("o1", ["origin"], start=START)
+        db = sqlite3.connect(h.hub.log.path)
+        sent = acked = acks = 0
+        after: Position | None = START
+        deadline = time.monotonic() + 60
+        while acked < count:
+            assert time.monotonic() < deadline, f"stuck at {acked} of {count}"
+            while sent < count and sent - acked < 8:
+                sent += 1
+                origin.batch("o1", sent, [body(tx(sent))], after=after)
+                after = tx(sent).position
+            ack = origin.recv(kind=frames.ACK)
+            acks += 1
+            seq, upto = ack.header["seq"], ack.header["upto"]
+            assert seq > acked and upto == tx(seq).position
+            stored = db.execute("SELECT MAX(pos_key) FROM log WHERE origin='o1'").fetchone()[0]
+            assert stored >= upto.key, f"ACK {seq} before its commit"
+            acked = seq
+        db.close()
+        assert h.hub.log.log_rows("o1") == count
+        assert acks <= count

@@ -110,6 +110,9 @@ class ManualHub:
             heartbeat_interval=0.2,
         )
         self.hub = Hub(config)
+        # Every turn's batches are stored at its end (no group commit across turns), so the
+        # test can look at the log right after a turn.
+        self.hub.origins.commit_interval = 0.0
         self.sock = zmq.Context.instance().socket(zmq.ROUTER)
         self.sock.linger = 0
         self.sock.bind(config.bind)
@@ -236,3 +239,61 @@ def test_a_transaction_half_compacted_is_below_the_floor_and_never_sent_half(
         t1 = h.hub.status()["targets"][0]
         assert "waiting for origin o1" in t1["blocked"], t1
         assert h.hub.error is None and h.hub.alive
+
+
+def test_batches_waiting_for_a_group_commit_reach_targets_but_never_the_floor(
+    tmp_path: Path,
+) -> None:
+    """Group commit: a batch that arrives soon after the origin's last commit waits for the
+    next one, but is forwarded to the up-to-date target at once. The target may apply it
+    before the hub has stored it; compaction then must not raise the floor past the head
+    (the log would claim to hold everything after a position it does not hold yet)."""
+    h = ManualHub(tmp_path)
+    try:
+        origin, target = Peer(h.endpoint), Peer(h.endpoint)
+        origin.send(
+            frames.HELLO, hello_header("o1", ["origin"], start=tx(6).position, oldest=OLDEST)
+        )
+        h.turn(1)
+        origin.recv(kind=frames.WELCOME)
+        target.send(
+            frames.HELLO, hello_header("t1", ["target"], checkpoints={"o1": _checkpoint(6)})
+        )
+        h.turn(1)
+        target.recv(kind=frames.WELCOME)
+        origin.batch("o1", 1, [body(tx(7))], after=tx(6).position)
+        h.turn(1)  # the first commit of a quiet origin waits for nothing
+        assert origin.recv(kind=frames.ACK).header["seq"] == 1
+        assert _positions(target.recv(kind=frames.DELIVER)) == [tx(7).position]
+        h.hub.origins.commit_interval = 3600.0  # from now on, batches wait
+        origin.batch("o1", 2, [body(tx(8))], after=tx(7).position)
+        origin.batch("o1", 3, [body(tx(9))], after=tx(8).position)
+        h.turn(2)
+        assert h.hub.log.head("o1") == tx(7).position, "stored before its commit was due"
+        got: list[Position] = []
+        while len(got) < 2:  # forwarded before they are stored
+            delivery = target.recv(kind=frames.DELIVER)
+            got += _positions(delivery)
+            target.applied(delivery)
+            h.turn(1)
+        assert got == [tx(8).position, tx(9).position]
+        with pytest.raises(TimeoutError):
+            origin.recv(timeout=0.2, kind=frames.ACK)  # not durable: not acknowledged
+        h.hub.delivery.compact()
+        floor, head = h.hub.log.floor("o1"), h.hub.log.head("o1")
+        assert (
+            floor is not None and head is not None and floor.key <= head.key == tx(7).position.key
+        )
+        assert h.hub.origins.due(time.monotonic()) == []
+        due = h.hub.origins.next_due()  # the hub's loop sleeps until then, at most
+        assert due is not None and h.hub.origins.due(due) == ["o1"]
+        h.hub.origins.commit_interval = 0.0
+        h.hub._store()
+        assert h.hub.origins.next_due() is None
+        ack = origin.recv(kind=frames.ACK)  # one ACK for both batches, after their commit
+        assert (ack.header["seq"], ack.header["upto"]) == (3, tx(9).position)
+        assert h.hub.log.head("o1") == tx(9).position
+        with pytest.raises(TimeoutError):
+            origin.recv(timeout=0.2, kind=frames.ACK)
+    finally:
+        h.close()

@@ -12,7 +12,7 @@ import pytest
 
 from binlogsync import codec
 from binlogsync.errors import ProtocolError
-from binlogsync.model import Change, Transaction
+from binlogsync.model import Change, Part, Transaction, body_from_wire, check_body
 from binlogsync.position import Position, file_number
 
 pytestmark = pytest.mark.unit
@@ -338,3 +338,156 @@ def test_garbage_never_raises_anything_but_protocol_error() -> None:
             Transaction.from_wire(codec.unpack(bytes(data)))
         except ProtocolError:
             pass
+
+
+# -- check_body: the hub's checks without building objects ----------------------------------
+
+POS = ["binlog.000001", 4, None]
+END = ["binlog.000002", 9, "0-1-9"]
+MANY = [[n] for n in range(6)]  # more rows than the short loop takes: the C-level checks
+
+
+def _tx(*changes: Any) -> list[Any]:
+    return [POS, 1.0, list(changes)]
+
+
+def _part(*changes: Any, number: Any = 2, last: Any = True, end: Any = END) -> list[Any]:
+    return [POS, number, last, end, 1.0, list(changes)]
+
+
+HOSTILE_BODIES = [
+    *[_tx(c) for c in test_malformed_change.pytestmark[0].args[1]],  # type: ignore[attr-defined]
+    *test_malformed_transaction.pytestmark[0].args[1],  # type: ignore[attr-defined]
+    _tx(["insert", "s", "t", ["id"], [], [*MANY, [1, 2]], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [*MANY, (1,)], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [*MANY, 1], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [*MANY, [object()]], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [[object()]], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [[[1]]], ""]),
+    _tx(["insert", "s", "t", ["id"], [], [[{"a": 1}]], ""]),
+    _tx(["update", "s", "t", ["id"], MANY, [*MANY, [7]], ""]),
+    _tx(GOOD_CHANGE, ["insert", "s", "t", ["id", "x"], [], [[1]], ""]),
+    [POS, True, []],
+    [POS, float("nan"), []],
+    [POS, float("inf"), []],
+    [POS, -1, []],
+    [POS, 2.0**40, []],
+    [["binlog.000001", True, None], 1.0, []],
+    [["binlog.000001", 2**40, None], 1.0, []],
+    [["binlog", 4, None], 1.0, []],
+    [["binlog.999999999", 4, None], 1.0, []],
+    [["binlog.000001", 4, "x" * 256], 1.0, []],
+    [["binlog.000001", 4, 5], 1.0, []],
+    [["binlog.000001", 4], 1.0, []],
+    [("binlog.000001", 4, None, None), 1.0, []],
+    _part(number=0),
+    _part(number=2**31),
+    _part(number=True),
+    _part(number=2.0),
+    _part(last=1),
+    _part(last=False),
+    _part(last=True, end=None),
+    _part(end=["binlog", 1, None]),
+    [None, 1, False, None, 0.0, []],
+    [POS, 1, False, None, "0", []],
+    [POS, 1, False, None, 0.0, None],
+    _part(GOOD_CHANGE, ["insert", "s", "t", ["id"], [], [[1, 2]], ""]),
+]
+GOOD_BODIES = [
+    _tx(),
+    _tx(GOOD_CHANGE),
+    _tx(["insert", "s", "t", ["id"], [], MANY, ""], ["delete", "a", "b", ["id"], MANY, [], ""]),
+    _tx(["update", "s", "t", ["id"], MANY, MANY, ""], ["truncate", "s", "t", [], [], [], ""]),
+    _tx(["ddl", "s", "", [], [], [], "CREATE TABLE x (id INT)"]),
+    [("binlog.000001", 4, None), 5, []],  # a tuple where msgpack gives lists: the long way
+    _part(GOOD_CHANGE, number=1, last=False, end=None),
+    _part(GOOD_CHANGE, ["insert", "a", "b", ["id"], [], MANY, ""]),
+    _part(),
+]
+
+
+def _same_answer(data: Any) -> None:
+    """check_body refuses exactly what body_from_wire refuses, and reports what it holds."""
+    try:
+        built = body_from_wire(data)
+    except ProtocolError:
+        with pytest.raises(ProtocolError):
+            check_body(data)
+        return
+    checked = check_body(data)
+    tables = tuple(sorted({(c.schema, c.table) for c in built.changes}))
+    assert (checked.tables, checked.changes) == (tables, len(built.changes))
+    if isinstance(built, Part):
+        assert (checked.begin, checked.number) == (built.begin, built.number)
+        assert (checked.end, checked.timestamp) == (built.end, built.timestamp)
+        assert checked.begin is not None and checked.begin.gtid == built.begin.gtid
+    else:
+        assert (checked.end, checked.timestamp, checked.number) == (
+            built.position,
+            built.timestamp,
+            0,
+        )
+        assert checked.end is not None and checked.end.gtid == built.position.gtid
+
+
+@pytest.mark.parametrize("data", HOSTILE_BODIES)
+def test_check_body_refuses_every_hostile_body(data: Any) -> None:
+    with pytest.raises(ProtocolError):
+        body_from_wire(data)
+    with pytest.raises(ProtocolError):
+        check_body(data)
+
+
+@pytest.mark.parametrize("data", GOOD_BODIES)
+def test_check_body_reports_what_the_body_holds(data: Any) -> None:
+    _same_answer(data)
+
+
+def _mutated(value: Any, rng: Any) -> Any:
+    """`value` with one nested item replaced, dropped or duplicated."""
+    if not isinstance(value, list) or not value or rng.random() < 0.2:
+        return rng.choice(
+            [None, True, 0, -1, 2**40, 1.5, float("nan"), "", "x", b"x", [], [1], {"k": 1},
+             Decimal("1"), dt.date(2000, 1, 1), (1,), object(), ["binlog.000001", 4, None]]
+        )  # fmt: skip
+    copy = list(value)
+    i = rng.randrange(len(copy))
+    action = rng.random()
+    if action < 0.7:
+        copy[i] = _mutated(copy[i], rng)
+    elif action < 0.85:
+        del copy[i]
+    else:
+        copy.insert(i, copy[i])
+    return copy
+
+
+def test_check_body_and_body_from_wire_agree_on_mutated_bodies() -> None:
+    import random
+
+    rng = random.Random(77)
+    seeds = [
+        codec.unpack(codec.pack(Transaction(Position("binlog.000001", 4), 1.0, tuple(CHANGES)).to_wire())),
+        codec.unpack(
+            codec.pack(Part(Position("binlog.000001", 4), 3, True, tuple(CHANGES), Position("binlog.000002", 8), 2.0).to_wire())
+        ),
+        *GOOD_BODIES,
+    ]  # fmt: skip
+    for _ in range(6000):
+        _same_answer(_mutated(rng.choice(seeds), rng))
+
+
+def test_check_body_and_body_from_wire_agree_on_garbled_bytes() -> None:
+    import random
+
+    rng = random.Random(4321)
+    sample = codec.pack(Transaction(Position("binlog.000001", 4), 1.0, tuple(CHANGES)).to_wire())
+    for _ in range(3000):
+        data = bytearray(sample)
+        for _ in range(rng.randint(1, 6)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            decoded = codec.unpack(bytes(data))
+        except ProtocolError:
+            continue
+        _same_answer(decoded)

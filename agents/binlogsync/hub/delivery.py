@@ -164,24 +164,25 @@ class Delivery:
             cursor.blocked, cursor.blocked_by = reason, "floor"
 
     # -- sending -------------------------------------------------------------------------------
-    def forward(self, origin: str, items: Sequence[Any]) -> None:
-        """Send new whole transactions to targets that are up to date, before the log's fsync.
+    def forward(self, origin: str, items: Sequence[Any], after_key: int) -> None:
+        """Send new whole transactions to targets that are up to date, before the log's commit.
 
-        This takes the fsync off the latency path and is safe: a target applies by position
-        and reports its checkpoint as the truth, and if the hub dies before its commit, the
-        origin (not acknowledged) re-sends and the target skips what it has. Parts are only
-        sent once stored (`pump`).
+        `after_key`: where the origin's log ends (stored or waiting to be) before `items`; a
+        target that has been sent exactly that far gets them now. This takes the commit (its
+        fsync, and the wait for a group commit) off the latency path and is safe: a target
+        applies by position and reports its checkpoint as the truth, and if the hub dies
+        before its commit, the origin (not acknowledged) re-sends and the target skips what
+        it has. Parts are only sent once stored (`pump`).
         """
-        head = self.log.head(origin)
-        if head is None or not all(isinstance(i, Entry) for i in items):
+        if self.log.head(origin) is None or not all(isinstance(i, Entry) for i in items):
             return
-        fresh = self.log.fresh(origin, items)
+        fresh = self.log.fresh(items, after_key)
         if not fresh:
             return
         for target in self.router.targets_of(origin):
             cursor = self.cursors[(target, origin)]
             if (
-                cursor.sent_key == head.key
+                cursor.sent_key == after_key
                 and cursor.parts_sent == 0
                 and not cursor.repairs
                 and not cursor.blocked
@@ -271,7 +272,7 @@ class Delivery:
             return entry.payload
         if entry.tables is not None and self.router.unchanged(origin, target, entry.tables):
             return entry.payload
-        tx = entry.tx or Transaction.from_wire(unpack(entry.payload))
+        tx = Transaction.from_wire(unpack(entry.payload))
         routed = self.router.for_target(origin, target, tx)
         if routed is tx:
             return entry.payload  # all of it, unchanged: forward the bytes
@@ -415,9 +416,12 @@ class Delivery:
             if not cursors or any(c.repairs for c in cursors):
                 continue  # a repair will send its target back to its snapshot: keep the log
             lowest = min(cursors, key=lambda c: c.applied_key)
-            if lowest.applied is None:
+            head = self.log.head(origin)
+            if lowest.applied is None or head is None:
                 continue
-            dropped, done = self.log.compact(origin, lowest.applied)
+            # A target may have applied what was forwarded to it before the commit: the floor
+            # never passes what the log holds.
+            dropped, done = self.log.compact(origin, min(lowest.applied, head))
             more = more or not done
             if dropped:
                 log.debug("compacted %d transactions of %s", dropped, origin)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -151,10 +152,16 @@ class Hub(RunLoop):
         next_housekeeping = next_gauges = 0.0
         next_compaction = time.monotonic() + self.config.compact_interval
         while not self.stopping:
-            ready = dict(poller.poll(int(tick * 1000)))
+            wait = tick
+            due = self.origins.next_due()
+            if due is not None:  # batches wait for their commit (origins.py: group commit)
+                wait = min(wait, max(0.0, due - time.monotonic()))
+            ready = dict(poller.poll(math.ceil(wait * 1000)))
             behind = False
             if sock in ready:
                 behind = self._drain(sock)
+            elif due is not None:
+                self._store()
             if monitor in ready:
                 self._handshakes(monitor)
             now = time.monotonic()
@@ -202,9 +209,9 @@ class Hub(RunLoop):
         return behind
 
     def handle(self, received: list[list[zmq.Frame]]) -> None:
-        """One turn: answer every message, store the origins' batches in one commit each,
-        then deliver."""
-        pending = self.origins.begin_turn()
+        """One turn: answer every message, forward new transactions to up-to-date targets,
+        store the origins' batches that are due (one commit each, group commit), then
+        deliver."""
         touched: set[tuple[str, str]] = set()
         for parts in received:
             identity = parts[0].bytes
@@ -223,9 +230,16 @@ class Hub(RunLoop):
                 self._dispatch(identity, host, message, user_id, touched)
             except ProtocolError as exc:
                 self._reject(identity, str(exc), user_id)
-        for origin, batches in pending.items():
-            self.delivery.forward(origin, [i for p in batches for i in p.items])
-            self.origins.store(origin, batches)
+        for origin, (after_key, items) in self.origins.take_new().items():
+            self.delivery.forward(origin, items, after_key)
+        self._store(touched)
+
+    def _store(self, touched: set[tuple[str, str]] | None = None) -> None:
+        """Commit the origins' waiting batches that are due, acknowledge them, then deliver
+        (to the cursors in `touched` as well)."""
+        touched = touched if touched is not None else set()
+        for origin in self.origins.due(time.monotonic()):
+            self.origins.store(origin)
             touched.update((t, origin) for t in self.router.targets_of(origin))
         for target, origin in sorted(touched):
             self.delivery.pump(target, origin)

@@ -26,7 +26,8 @@ from typing import Any
 
 from ..codec import pack, unpack
 from ..errors import ProtocolError
-from ..model import Part, Transaction, body_from_wire
+from ..model import CheckedBody, Part, Transaction, body_from_wire
+from ..model import check_body as model_check_body
 from ..position import Position
 
 VERSION = b"BLS2"
@@ -230,3 +231,12 @@ def _reported(value: Any) -> Position | None:
         return Position.from_json(value) if value is not None else None
     except (ProtocolError, RecursionError):  # RecursionError: nested too deep to show
         return None
+
+
+def check_body(body: bytes, max_bytes: int) -> CheckedBody:
+    """One body frame checked as `decode_body` checks it, without building the objects (the
+    hub keeps the bytes). Raises ProtocolError."""
+    try:
+        return model_check_body(unpack(body, max_bytes))
+    except RecursionError:
+        raise ProtocolError("a transaction body is nested too deep") from None

@@ -56,7 +56,14 @@ _ORIGIN_KEYS = (
     "part_rows",
     "part_bytes",
 )
-_TARGET_KEYS = (*_DATABASE_KEYS, "group_transactions", "retry_initial", "retry_max")
+_TARGET_KEYS = (
+    *_DATABASE_KEYS,
+    "group_transactions",
+    "retry_initial",
+    "retry_max",
+    "apply_schema_changes",
+)
+SCHEMA_CHANGE_MODES = ("off", "additive", "all")
 _HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
 _METRICS_KEYS = ("host", "port")
@@ -264,6 +271,8 @@ class TargetConfig:
     group_transactions: int = 2000
     retry_initial: float = 0.5
     retry_max: float = 30.0
+    # Follow the origin's schema changes (apply/schemachange.py): off | additive | all.
+    apply_schema_changes: str = "off"
 
 
 @dataclass(frozen=True)
@@ -463,11 +472,18 @@ def load_client(
         )
     if "target" in data:
         t = _Section("target", data["target"], base, _TARGET_KEYS)
+        schema_changes = t.get("apply_schema_changes", str, "off")
+        if schema_changes not in SCHEMA_CHANGE_MODES:
+            raise ConfigError(
+                f"target.apply_schema_changes must be one of {', '.join(SCHEMA_CHANGE_MODES)}, "
+                f"got {schema_changes!r}"
+            )
         target = TargetConfig(
             database=_database(t, env, secrets),
             group_transactions=t.positive("group_transactions", int, 2000),
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
+            apply_schema_changes=schema_changes,
         )
     if origin is None and target is None:
         raise ConfigError(

@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 
 from .errors import ProtocolError
 from .position import Position, file_number
+from .tabledef import TableDef, TableDefError
 
 ChangeKind = Literal["insert", "update", "delete", "truncate", "ddl"]
 ROW_KINDS = ("insert", "update", "delete")
@@ -45,7 +46,10 @@ class Change:
     insert: `after` holds the new rows. delete: `before` holds the removed rows.
     update: `before[i]` became `after[i]`. Rows are tuples in `columns` order (FULL row image).
     truncate: the table was emptied. ddl: `statement` is the origin's DDL text, shown to people
-    and never executed by binlogsync (the target's schema is the DBA's to change).
+    and never executed; `definition` is the table's definition after it (tabledef.TableDef's
+    wire form, None when the table is gone or was not described), from which a target that
+    opted in builds its own DDL (apply/schemachange.py). On the wire a change is 7 items, or 8
+    when it carries a definition.
     """
 
     kind: ChangeKind
@@ -55,18 +59,29 @@ class Change:
     before: tuple[Row, ...] = ()
     after: tuple[Row, ...] = ()
     statement: str = ""
+    definition: dict[str, Any] | None = None
 
     @property
     def row_count(self) -> int:
         return max(len(self.before), len(self.after), 1 if self.kind not in ROW_KINDS else 0)
 
     def renamed(self, schema: str) -> Change:
+        definition = self.definition
+        if definition is not None and definition.get("schema") != schema:
+            definition = {**definition, "schema": schema}
         return Change(
-            self.kind, schema, self.table, self.columns, self.before, self.after, self.statement
+            self.kind,
+            schema,
+            self.table,
+            self.columns,
+            self.before,
+            self.after,
+            self.statement,
+            definition,
         )
 
     def to_wire(self) -> list[Any]:
-        return [
+        wire: list[Any] = [
             self.kind,
             self.schema,
             self.table,
@@ -75,11 +90,14 @@ class Change:
             [list(r) for r in self.after],
             self.statement,
         ]
+        if self.definition is not None:
+            wire.append(self.definition)
+        return wire
 
     @classmethod
     def from_wire(cls, data: Any) -> Change:
         check_change(data)
-        kind, schema, table, columns, before, after, statement = data
+        kind, schema, table, columns, before, after, statement = data[:7]
         return cls(
             kind,
             schema,
@@ -88,6 +106,7 @@ class Change:
             tuple(map(tuple, before)),
             tuple(map(tuple, after)),
             statement,
+            data[7] if len(data) == 8 else None,
         )
 
 
@@ -97,9 +116,11 @@ def check_change(data: Any) -> tuple[str, str]:
     The hub runs this on every change it receives (`check_body`): it must refuse whatever
     a target would refuse, and costs a fraction of building the objects.
     """
-    if not isinstance(data, list) or len(data) != 7:
-        raise ProtocolError("a change must be a list of 7 items")
-    kind, schema, table, columns, before, after, statement = data
+    if not isinstance(data, list) or not 7 <= len(data) <= 8:
+        raise ProtocolError("a change must be a list of 7 items (8 with a table definition)")
+    kind, schema, table, columns, before, after, statement = data[:7]
+    if len(data) == 8:
+        _check_definition(kind, schema, table, data[7])
     if kind not in KINDS:
         raise ProtocolError(f"unknown change kind {kind!r}")
     if type(schema) is not str or type(table) is not str or type(statement) is not str:
@@ -115,6 +136,18 @@ def check_change(data: Any) -> tuple[str, str]:
     if kind == "update" and len(before) != len(after):
         raise ProtocolError("an update needs as many before as after images")
     return schema, table
+
+
+def _check_definition(kind: Any, schema: Any, table: Any, definition: Any) -> None:
+    """A DDL change's table definition: only on "ddl", about its own table, well formed."""
+    if kind != "ddl":
+        raise ProtocolError("only a ddl change carries a table definition")
+    try:
+        parsed = TableDef.from_wire(definition)
+    except TableDefError as exc:
+        raise ProtocolError(f"a malformed table definition: {exc.message}") from exc
+    if (parsed.schema, parsed.table) != (schema, table):
+        raise ProtocolError("a table definition about another table than its change")
 
 
 def _rows_fit(image: Any, width: int) -> bool:

@@ -48,15 +48,23 @@ import pymysql
 
 from .. import mysql
 from ..config import DatabaseSettings
-from ..errors import ApplyError, BinlogsyncError, ConfigError, UnreachableError
+from ..errors import (
+    ApplyError,
+    BinlogsyncError,
+    ConfigError,
+    SchemaMismatchError,
+    UnreachableError,
+)
 from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position
+from ..tabledef import TableDef, describe
 from . import checkpoint as checkpoints
 from . import failures
 from .pipeline import Pipeline, StatementFailed, execute
 from .reduce import NotReducible, Reducer
+from .schemachange import Mode, plan
 from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
-from .targettables import TargetTables
+from .targettables import TargetTables, context
 
 log = logging.getLogger("binlogsync.apply")
 
@@ -70,6 +78,11 @@ def failed_at(error: BaseException) -> Position | None:
     """
     position = getattr(error, "position", None)
     return position if isinstance(position, Position) else None
+
+
+def _defines(transaction: Transaction) -> bool:
+    """Whether a transaction carries the origin's table definitions (a DDL of routed tables)."""
+    return any(c.kind == "ddl" and c.definition is not None for c in transaction.changes)
 
 
 def _unwrapped(exc: BaseException) -> BaseException:
@@ -142,6 +155,7 @@ class Applier:
         connect_timeout: float = 10.0,
         epoch: str | None = None,
         reduce: bool = True,
+        schema_changes: Mode = "off",
     ) -> None:
         if not origin or len(origin) > 64:
             raise ConfigError(
@@ -155,6 +169,7 @@ class Applier:
         self.max_bytes = max_bytes
         self.connect_timeout = connect_timeout
         self.reduce = reduce  # apply groups as their net change (reduce.py)
+        self.schema_changes = schema_changes  # follow the origin's DDL (schemachange.py)
         self.tables = TargetTables(origin, db)
         self._conn: Any = None
         self._packet_bytes = max_bytes
@@ -205,6 +220,21 @@ class Applier:
         ApplyError subclass or UnreachableError after rolling everything of this call back.
         """
         self.abort_stream()
+        if self.schema_changes != "off":
+            at = next((i for i, t in enumerate(transactions) if _defines(t)), None)
+            if at is not None:
+                # The target's DDL commits implicitly: the transactions before it are applied
+                # and committed first, then the DDL, then its checkpoint (a crash in between
+                # replays it, and the plan then finds nothing left to do).
+                if at:
+                    self._apply(transactions[:at], None)
+                self._follow_schema(transactions[at])
+                self._apply(transactions[at : at + 1], None)
+                rest = transactions[at + 1 :]
+                return self.apply(rest, upto) if rest or upto else self._checkpoint
+        return self._apply(transactions, upto)
+
+    def _apply(self, transactions: Sequence[Transaction], upto: Position | None) -> Position | None:
         try:
             if self.reduce:
                 try:
@@ -226,6 +256,51 @@ class Applier:
                 )
                 return new
             return self._run_unreduced(transactions, upto)
+        except BaseException:
+            self._forget()
+            raise
+
+    def _follow_schema(self, transaction: Transaction) -> None:
+        """Make the target's tables match the definitions in `transaction`'s DDL changes, with
+        statements built here (schemachange.py), or stop with what differs and what to run."""
+        checkpoint = self.checkpoint()
+        if checkpoint is not None and transaction.position <= checkpoint:
+            return  # applied before: never replay an old definition over newer ones
+        try:
+            conn = self._connection()
+            for change in transaction.changes:
+                if change.kind != "ddl" or change.definition is None:
+                    continue
+                desired = TableDef.from_wire(change.definition)
+                with conn.cursor() as cur:
+                    self._doing = "reading the table definition"
+                    actual = describe(cur, change.schema, change.table)
+                    steps = plan(desired, actual, self.schema_changes)
+                    if steps.refused:
+                        raise SchemaMismatchError(
+                            context(
+                                self.origin, self.tables.target, transaction.position, change.schema,
+                                change.table,
+                            )
+                            + f"the origin's DDL ({change.statement[:300]}) cannot be followed "
+                            f"under apply_schema_changes = \"{self.schema_changes}\": "
+                            + "; ".join(steps.refused),
+                            "run the matching DDL on the target yourself (apply resumes by "
+                            "itself), or set apply_schema_changes = \"all\" where that is "
+                            "wanted, or `binlogsync skip` this DDL transaction",
+                        )  # fmt: skip
+                    for sql, params in steps.statements:
+                        self._doing = f"changing the table as the origin did: {sql[:200]}"
+                        cur.execute(sql, params or None)
+                    for what in steps.changes:
+                        log.info(
+                            "origin %s: %s.%s follows the origin's DDL at %s: %s",
+                            self.origin, change.schema, change.table, transaction.position, what,
+                        )  # fmt: skip
+                self.tables.note_ddl(transaction.position, change)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            self._forget()
+            raise self._translate(exc, None, transaction.position, None) from exc
         except BaseException:
             self._forget()
             raise

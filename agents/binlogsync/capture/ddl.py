@@ -232,6 +232,33 @@ def dropped_columns(sql: str, limit: int = 2000) -> list[str]:
     return list(dict.fromkeys(columns))
 
 
+def renamed_columns(sql: str, limit: int = 2000) -> dict[str, str]:
+    """The columns an ALTER TABLE statement renames, new name → old: `RENAME COLUMN a TO b`
+    and `CHANGE [COLUMN] [IF EXISTS] a b …` where the names differ; {} for other statements."""
+    toks = _tokens(sql, limit)
+    i = _skip(toks, 1, "ONLINE", "OFFLINE", "IGNORE")
+    if not toks or toks[0].upper != "ALTER" or i >= len(toks) or toks[i].upper != "TABLE":
+        return {}
+    renamed: dict[str, str] = {}
+    depth = 0
+    for j in range(i + 1, len(toks)):
+        depth += (toks[j].text == "(") - (toks[j].text == ")")
+        if depth:
+            continue
+        word = toks[j].upper
+        if word == "RENAME" and j + 1 < len(toks) and toks[j + 1].upper == "COLUMN":
+            k = _skip_if_exists(toks, j + 2)
+            if k + 2 < len(toks) and toks[k + 1].upper == "TO" and toks[k].ident:
+                renamed[toks[k + 2].text] = toks[k].text
+        elif word == "CHANGE":
+            k = _skip_if_exists(toks, _skip(toks, j + 1, "COLUMN"))
+            if k + 1 < len(toks) and toks[k].ident and toks[k + 1].ident:
+                old, new = toks[k].text, toks[k + 1].text
+                if old.lower() != new.lower():
+                    renamed[new] = old
+    return renamed
+
+
 def names_in(sql: str, default_schema: str, limit: int = 2000) -> set[tuple[str, str]]:
     """Every (schema, table) a statement could name: each `a.b`, and with a default schema each
     bare name (keywords included, which only makes the answer larger, never smaller)."""

@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pymysql
@@ -68,8 +68,9 @@ from ..config import DatabaseSettings
 from ..errors import CaptureHalted, PreflightError, UnreachableError
 from ..model import Change, Part, Transaction
 from ..position import Position
+from ..tabledef import describe
 from ..tables import TableFilter
-from .ddl import Statement, dml_tables, names_in, parse_statement
+from .ddl import Statement, dml_tables, names_in, parse_statement, renamed_columns
 from .events import EventSource, RawGtid, RawRows, RawXid
 from .tablemap import TableMapCache
 from .values import TableShape
@@ -122,6 +123,7 @@ class BinlogReader:
         part_bytes: int = PART_BYTES,
         cache_table_maps: bool = True,
         fast_events: bool = True,
+        describe_tables: bool = True,
     ) -> None:
         self.db = db
         self.server_id = server_id
@@ -132,6 +134,8 @@ class BinlogReader:
         self.table_maps = TableMapCache(cache_table_maps)
         self.fast_events = fast_events  # False: the library reads every event (benchmarks)
         self.source: EventSource | None = None
+        self.describe_tables = describe_tables  # a definition with each DDL change
+        self._describer: Any = None  # the connection that reads definitions, opened on need
         self._stopping = threading.Event()
         self._stream: Any = None
         self._file = start.file
@@ -149,6 +153,8 @@ class BinlogReader:
 
     def close(self) -> None:
         self._stopping.set()
+        describer, self._describer = self._describer, None
+        mysql.close(describer)
         stream, self._stream = self._stream, None
         if stream is not None:
             try:
@@ -423,13 +429,30 @@ class BinlogReader:
             ]
         if statement.tables:
             return [
-                Change("ddl", s, t, statement=sql)
+                Change("ddl", s, t, statement=sql, definition=self._definition(s, t, sql))
                 for s, t in statement.tables
                 if self.tables.matches(s, t)
             ]
         if statement.schema and self.tables.covers_schema(statement.schema):
             return [Change("ddl", statement.schema, "", statement=sql)]
         return []
+
+    def _definition(self, schema: str, table: str, sql: str) -> dict[str, Any] | None:
+        """The table's definition as the origin has it now, for targets that follow schema
+        changes (None: the table is gone). Read when capture reaches the DDL: if capture is
+        behind by several DDLs of one table, it is the latest one's result (docs/schema.md)."""
+        if not self.describe_tables:
+            return None
+        if self._describer is None:
+            self._describer = mysql.connect(self.db, "describing a table after its DDL")
+        with self._describer.cursor() as cur:
+            found = describe(cur, schema, table)
+        if found is None:
+            return None
+        renamed = renamed_columns(sql)
+        if renamed:
+            found = replace(found, renamed_from=renamed)
+        return found.to_wire()
 
     # -- tables ----------------------------------------------------------------------------
     def _is_routed(self, schema: str, table: str) -> bool:

@@ -89,7 +89,12 @@ class ApplyWorker(RunLoop):
         self.expect: Position | None = None  # deliveries must continue from here (None: any)
         self._expect_generation = generation
         self.pending_since: float | None = None  # commit time of the oldest unapplied change
-        self.applier = Applier(config.database, origin, epoch=epoch)
+        self.applier = Applier(
+            config.database,
+            origin,
+            epoch=epoch,
+            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
+        )
         self.backoff = Backoff(config.retry_initial, config.retry_max)
         self.failures = 0
         # When this worker first dropped a delivery it could not use (not continuing what it

@@ -71,6 +71,10 @@ def _client(tmp_path: Path, body: str) -> Path:
         ("[origin]\nserver_id = 5\npassword_file = 'missing.pw'\n", "cannot read"),
         ("[origin]\nserver_id = 5\ntables = ['nodot']\n", "is not SCHEMA.TABLE"),
         ("[origin]\nserver_id = 5\nstart = 'yesterday'\n", "origin.start must be"),
+        (
+            "[target]\napply_schema_changes = 'some'\n",
+            "target.apply_schema_changes must be one of off, additive, all, got 'some'",
+        ),
         ("[origin]\nserver_id = 5\nsevrer = 1\n", "unknown key(s): sevrer"),
         ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
         ("max_message_bytes = 65536\n[target]\n", "max_message_bytes must be between 1048576"),

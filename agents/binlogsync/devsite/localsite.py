@@ -84,6 +84,7 @@ class LocalSite:
     hub_port: int | None = None
     agents: dict[str, Agent] = field(default_factory=dict)
     origin_extra: str = ""  # more [origin] lines, e.g. "part_rows = 1000"
+    target_extra: str = ""  # more [target] lines, e.g. 'apply_schema_changes = "all"'
     agent_extra: dict[str, str] = field(default_factory=dict)  # name → more [hub]/[client] lines
 
     def __post_init__(self) -> None:
@@ -152,9 +153,11 @@ class LocalSite:
             f'start = "current"\n{self.origin_extra}\n'
         )
 
-    @staticmethod
-    def _target_section(target: Server) -> str:
-        return f'\n[target]\nhost = "127.0.0.1"\nport = {target.port}\nuser = "root"\n'
+    def _target_section(self, target: Server) -> str:
+        return (
+            f'\n[target]\nhost = "127.0.0.1"\nport = {target.port}\nuser = "root"\n'
+            f"{self.target_extra}\n"
+        )
 
     def _write_client(self, name: str, roles: str) -> None:
         text = (

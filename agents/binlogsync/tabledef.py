@@ -15,7 +15,8 @@ Wire form (msgpack-friendly lists and dicts), version 1:
 
     {"v": 1, "schema": s, "table": t, "columns": [column...], "primary_key": [names],
      "indexes": [{"name": n, "unique": bool, "columns": [[name, prefix or None], ...]}],
-     "charset": cs, "collation": co, "unsupported": reason or None}
+     "charset": cs, "collation": co, "unsupported": reason or None,
+     "renamed_from": {new column: old column}, "table_renamed_from": [schema, table] or None}
     column = {"name": n, "type": t, "length": int|None, "scale": int|None,
               "unsigned": bool, "nullable": bool, "default": default, "values": [str],
               "charset": cs|None, "collation": co|None}
@@ -183,6 +184,7 @@ class TableDef:
     collation: str | None = None
     unsupported: str | None = None  # why this table cannot be rebuilt from its description
     renamed_from: dict[str, str] = field(default_factory=dict)  # new column name → old
+    table_renamed_from: tuple[str, str] | None = None  # (schema, table) this one was before
 
     def column(self, name: str) -> ColumnDef | None:
         for column in self.columns:
@@ -202,11 +204,14 @@ class TableDef:
             "collation": self.collation,
             "unsupported": self.unsupported,
             "renamed_from": dict(self.renamed_from),
+            "table_renamed_from": (
+                list(self.table_renamed_from) if self.table_renamed_from else None
+            ),
         }
 
     @classmethod
     def from_wire(cls, data: Any) -> TableDef:
-        data = _dict(data, "table definition", 11)
+        data = _dict(data, "table definition", 12)
         if data.get("v") != WIRE_VERSION:
             raise TableDefError(
                 f"a table definition of version {str(data.get('v'))[:10]}, this agent reads "
@@ -224,6 +229,12 @@ class TableDef:
                 raise TableDefError(f"a key names the column {name!r}, which the table lacks", "")
         renamed = _dict(data.get("renamed_from", {}), "renamed_from", MAX_COLUMNS)
         unsupported = data.get("unsupported")
+        before = data.get("table_renamed_from")
+        if before is not None:
+            before = _list(before, 2)
+            if len(before) != 2:
+                raise TableDefError("table_renamed_from must be [schema, table]", "")
+            before = (_identifier(before[0], "schema name"), _identifier(before[1], "table name"))
         return cls(
             schema=_identifier(data.get("schema"), "schema name"),
             table=_identifier(data.get("table"), "table name"),
@@ -237,6 +248,7 @@ class TableDef:
                 _identifier(k, "column name"): _identifier(v, "column name")
                 for k, v in renamed.items()
             },
+            table_renamed_from=before,
         )
 
 

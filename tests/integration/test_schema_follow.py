@@ -174,3 +174,58 @@ def test_a_definition_about_another_table_is_refused_at_the_edge() -> None:
     rows = Change("insert", "s", "t", ("id",), (), ((1,),)).to_wire() + [{"v": 1}]
     with pytest.raises(ProtocolError, match="only a ddl change"):
         Change.from_wire(rows)
+
+
+def _tables(server: Server, dbname: str) -> list[str]:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
+            "ORDER BY TABLE_NAME",
+            (dbname,),
+        )
+        return [row[0] for row in cur.fetchall()]
+
+
+@pytest.mark.parametrize(
+    "rename", ["RENAME TABLE t TO t2", "ALTER TABLE t RENAME TO t2, ADD COLUMN c INT"]
+)
+def test_a_renamed_table_keeps_its_rows(pair: tuple[Server, Server, str], rename: str) -> None:
+    origin, target, dbname = pair
+    for server in (origin, target):
+        _sql(server, dbname, "INSERT INTO t VALUES (1, 'one', 1), (2, 'two', 2)")
+    txns = _capture(origin, dbname, [rename, "INSERT INTO t2 (id, a) VALUES (3, 'three')"])
+    with _applier(target, dbname, "additive") as applier, pytest.raises(SchemaMismatchError) as e:
+        applier.apply(txns)
+    assert "was renamed to" in str(e.value)
+    assert _tables(target, dbname) == ["t"]  # never an empty t2 beside it
+    with _applier(target, dbname, "all") as applier:
+        applier.apply(txns)
+    assert _tables(target, dbname) == ["t2"]
+    assert _shape(target, dbname, "t2") == _shape(origin, dbname, "t2")
+    assert _checksums(target, dbname, "t2") == _checksums(origin, dbname, "t2")
+
+
+def test_a_dropped_table_is_dropped_under_all_and_kept_under_additive(
+    pair: tuple[Server, Server, str],
+) -> None:
+    origin, target, dbname = pair
+    txns = _capture(origin, dbname, ["DROP TABLE t"])
+    with _applier(target, dbname, "additive") as applier:
+        applier.apply(txns)
+    assert _tables(target, dbname) == ["t"]
+    # Another origin name: its own checkpoint, so the same DDL is applied again under "all".
+    with Applier(_db(target), f"p-{dbname}"[:64], schema_changes="all") as applier:
+        applier.apply(txns)
+    assert _tables(target, dbname) == []
+
+
+def test_an_alter_of_a_table_the_target_lacks_is_refused(
+    pair: tuple[Server, Server, str],
+) -> None:
+    origin, target, dbname = pair
+    _sql(origin, dbname, "CREATE TABLE only_here (id INT PRIMARY KEY)")
+    txns = _capture(origin, dbname, ["ALTER TABLE only_here ADD COLUMN c INT"])
+    with _applier(target, dbname, "all") as applier, pytest.raises(SchemaMismatchError) as e:
+        applier.apply(txns)
+    assert "the target has no table" in str(e.value)
+    assert _tables(target, dbname) == ["t"]

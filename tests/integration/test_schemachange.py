@@ -12,6 +12,7 @@ import pytest
 
 from binlogsync import codec
 from binlogsync.apply.schemachange import Mode, plan, widens
+from binlogsync.capture.ddl import renamed_columns, table_renames
 from binlogsync.devsite.sandbox import Server
 from binlogsync.tabledef import ColumnDef, TableDef, TableDefError, describe
 
@@ -313,3 +314,23 @@ def test_malformed_definitions_are_refused(wire: Any) -> None:
 )
 def test_widening(old: ColumnDef, new: ColumnDef, wider: bool) -> None:
     assert widens(old, new) is wider
+
+
+@unit
+@pytest.mark.parametrize(
+    ("sql", "columns", "tables"),
+    [
+        ("ALTER TABLE t RENAME COLUMN a TO b", {"b": "a"}, {}),
+        ("ALTER TABLE t CHANGE COLUMN `x y` z INT, ADD c INT", {"z": "x y"}, {}),
+        ("ALTER TABLE t CHANGE a a BIGINT", {}, {}),
+        ("RENAME TABLE t TO t2, u TO d2.u", {}, {("d", "t2"): ("d", "t"), ("d2", "u"): ("d", "u")}),
+        ("ALTER TABLE t RENAME TO t2, ADD COLUMN c INT", {}, {("d", "t2"): ("d", "t")}),
+        ("ALTER TABLE t ADD c INT, RENAME INDEX a TO b", {}, {}),
+        ("DROP TABLE t", {}, {}),
+    ],
+)
+def test_renames_read_from_the_origins_ddl(
+    sql: str, columns: dict[str, str], tables: dict[Any, Any]
+) -> None:
+    assert renamed_columns(sql) == columns
+    assert table_renames(sql, "d") == tables

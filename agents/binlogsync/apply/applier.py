@@ -42,6 +42,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -57,12 +58,12 @@ from ..errors import (
 )
 from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position
-from ..tabledef import TableDef, describe
+from ..tabledef import describe
 from . import checkpoint as checkpoints
 from . import failures
 from .pipeline import Pipeline, StatementFailed, execute
 from .reduce import NotReducible, Reducer
-from .schemachange import Mode, plan
+from .schemachange import Mode, plan_ddl
 from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
 from .targettables import TargetTables, context
 
@@ -81,8 +82,8 @@ def failed_at(error: BaseException) -> Position | None:
 
 
 def _defines(transaction: Transaction) -> bool:
-    """Whether a transaction carries the origin's table definitions (a DDL of routed tables)."""
-    return any(c.kind == "ddl" and c.definition is not None for c in transaction.changes)
+    """Whether a transaction is the origin's DDL of routed tables (followed when asked)."""
+    return any(c.kind == "ddl" and c.table for c in transaction.changes)
 
 
 def _unwrapped(exc: BaseException) -> BaseException:
@@ -269,13 +270,11 @@ class Applier:
         try:
             conn = self._connection()
             for change in transaction.changes:
-                if change.kind != "ddl" or change.definition is None:
+                if change.kind != "ddl" or not change.table:
                     continue
-                desired = TableDef.from_wire(change.definition)
                 with conn.cursor() as cur:
                     self._doing = "reading the table definition"
-                    actual = describe(cur, change.schema, change.table)
-                    steps = plan(desired, actual, self.schema_changes)
+                    steps = plan_ddl(change, self.schema_changes, partial(describe, cur))
                     if steps.refused:
                         raise SchemaMismatchError(
                             context(

@@ -9,9 +9,11 @@ default, an ENUM member) is a `%s` parameter; type names come from tabledef's cl
 Modes (the target's `apply_schema_changes`):
 
     off        nothing is built; a difference stops apply with what to run (today's behaviour)
-    additive   a new table, new columns, widened types, new indexes; anything else is refused
-    all        also dropped columns and indexes, narrowed or changed types, renamed columns
-               (named in the definition's `renamed_from`, so a rename is never a drop + add)
+    additive   a new table (the origin's CREATE), new columns, widened types, new indexes;
+               a dropped table is kept; anything else is refused
+    all        also dropped columns, indexes and tables, narrowed or changed types, renamed
+               columns and tables (named in the definition's `renamed_from` and
+               `table_renamed_from`, so a rename is never a drop + add or an empty new table)
 
 A widened type keeps every value the old type could hold: a longer CHAR/VARCHAR/BINARY/
 VARBINARY, a bigger integer of the same signedness (or unsigned → a strictly bigger signed),
@@ -21,9 +23,12 @@ fractional digits, FLOAT → DOUBLE, ENUM/SET members added at the end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ..capture.ddl import ddl_verb
+from ..model import Change
 from ..tabledef import INTEGER_TYPES, ColumnDef, IndexDef, TableDef
 from .statements import ident, qualified
 
@@ -87,6 +92,54 @@ def plan(desired: TableDef, actual: TableDef | None, mode: Mode) -> SchemaPlan:
             f"the primary key changed ({', '.join(actual.primary_key)} → "
             f"{', '.join(desired.primary_key)}); binlogsync never changes a primary key itself"
         )
+    return out
+
+
+def plan_ddl(
+    change: Change, mode: Mode, describe_table: Callable[[str, str], TableDef | None]
+) -> SchemaPlan:
+    """The plan for one "ddl" change of the origin, table-level cases included: a new table is
+    created only by the origin's CREATE; a renamed table is renamed (mode "all") so its rows
+    stay, never re-created empty; a dropped table is dropped under "all" and kept under
+    "additive" (additive never removes). The origin's statement is only classified here."""
+    out = SchemaPlan()
+    verb = ddl_verb(change.statement)
+    where = qualified(change.schema, change.table)
+    if change.definition is None:
+        # Gone on the origin: dropped, or the old name of a renamed table (its new name's
+        # change carries the rename), or not readable there.
+        if verb == "DROP" and mode == "all" and describe_table(change.schema, change.table):
+            out.statements.append((f"DROP TABLE {where}", ()))
+            out.changes.append(f"drop table {change.schema}.{change.table}")
+        return out
+    desired = TableDef.from_wire(change.definition)
+    actual = describe_table(change.schema, change.table)
+    if actual is None and desired.table_renamed_from is not None:
+        old_schema, old_table = desired.table_renamed_from
+        before = describe_table(old_schema, old_table)
+        if before is not None:
+            if mode != "all":
+                out.refused.append(
+                    f"table {old_schema}.{old_table} was renamed to {change.schema}.{change.table}"
+                )
+                return out
+            out.statements.append(
+                (f"RENAME TABLE {qualified(old_schema, old_table)} TO {where}", ())
+            )
+            out.changes.append(f"rename table {old_schema}.{old_table}")
+            actual = replace(before, schema=change.schema, table=change.table)
+    if actual is None and verb != "CREATE":
+        out.refused.append(
+            f"the target has no table {change.schema}.{change.table} to change (the origin's "
+            "statement does not create it)"
+        )
+        return out
+    rest = plan(desired, actual, mode)
+    out.statements += rest.statements
+    out.refused += rest.refused
+    out.changes += rest.changes
+    if out.refused:
+        out.statements.clear()
     return out
 
 

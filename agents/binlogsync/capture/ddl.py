@@ -232,6 +232,31 @@ def dropped_columns(sql: str, limit: int = 2000) -> list[str]:
     return list(dict.fromkeys(columns))
 
 
+def table_renames(
+    sql: str, default_schema: str, limit: int = 2000
+) -> dict[tuple[str, str], tuple[str, str]]:
+    """The tables a statement renames, new → old: `RENAME TABLE a TO b[, c TO d]` and
+    `ALTER TABLE a RENAME [TO|AS] b`; {} for other statements."""
+    toks = _tokens(sql, limit)
+    if not toks:
+        return {}
+    statement = parse_statement(sql, default_schema)
+    names = list(statement.tables)
+    if toks[0].upper == "RENAME" and len(names) % 2 == 0:
+        return {names[i + 1]: names[i] for i in range(0, len(names), 2)}
+    if toks[0].upper == "ALTER" and len(names) == 2:
+        for j, tok in enumerate(toks[:-1]):
+            if tok.upper == "RENAME" and toks[j + 1].upper not in ("COLUMN", "INDEX", "KEY"):
+                return {names[1]: names[0]}
+    return {}
+
+
+def ddl_verb(sql: str, limit: int = 200) -> str:
+    """The statement's first keyword, upper case ("CREATE", "DROP", "ALTER", …); "" if none."""
+    toks = _tokens(sql, limit)
+    return toks[0].upper if toks else ""
+
+
 def renamed_columns(sql: str, limit: int = 2000) -> dict[str, str]:
     """The columns an ALTER TABLE statement renames, new name → old: `RENAME COLUMN a TO b`
     and `CHANGE [COLUMN] [IF EXISTS] a b …` where the names differ; {} for other statements."""

@@ -70,7 +70,14 @@ from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tabledef import describe
 from ..tables import TableFilter
-from .ddl import Statement, dml_tables, names_in, parse_statement, renamed_columns
+from .ddl import (
+    Statement,
+    dml_tables,
+    names_in,
+    parse_statement,
+    renamed_columns,
+    table_renames,
+)
 from .events import EventSource, RawGtid, RawRows, RawXid
 from .tablemap import TableMapCache
 from .values import TableShape
@@ -381,7 +388,7 @@ class BinlogReader:
         if statement.kind == "dml":
             self._on_statement_dml(event, group, schema, sql)
         elif statement.kind in ("truncate", "ddl") and not group.own and group.halt is None:
-            group.changes.extend(self._ddl_changes(statement, sql))
+            group.changes.extend(self._ddl_changes(statement, sql, schema))
         if group.needs_commit:
             return group, None
         return None, self._finish(group, event)
@@ -422,14 +429,21 @@ class BinlogReader:
                 _ROW_FORMAT_FIX,
             )
 
-    def _ddl_changes(self, statement: Statement, sql: str) -> list[Change]:
+    def _ddl_changes(self, statement: Statement, sql: str, default_schema: str) -> list[Change]:
         if statement.kind == "truncate":
             return [
                 Change("truncate", s, t) for s, t in statement.tables if self.tables.matches(s, t)
             ]
         if statement.tables:
+            renames = table_renames(sql, default_schema)
             return [
-                Change("ddl", s, t, statement=sql, definition=self._definition(s, t, sql))
+                Change(
+                    "ddl",
+                    s,
+                    t,
+                    statement=sql,
+                    definition=self._definition(s, t, sql, renames.get((s, t))),
+                )  # fmt: skip
                 for s, t in statement.tables
                 if self.tables.matches(s, t)
             ]
@@ -437,7 +451,9 @@ class BinlogReader:
             return [Change("ddl", statement.schema, "", statement=sql)]
         return []
 
-    def _definition(self, schema: str, table: str, sql: str) -> dict[str, Any] | None:
+    def _definition(
+        self, schema: str, table: str, sql: str, renamed_from: tuple[str, str] | None
+    ) -> dict[str, Any] | None:
         """The table's definition as the origin has it now, for targets that follow schema
         changes (None: the table is gone). Read when capture reaches the DDL: if capture is
         behind by several DDLs of one table, it is the latest one's result (docs/schema.md)."""
@@ -450,8 +466,8 @@ class BinlogReader:
         if found is None:
             return None
         renamed = renamed_columns(sql)
-        if renamed:
-            found = replace(found, renamed_from=renamed)
+        if renamed or renamed_from:
+            found = replace(found, renamed_from=renamed, table_renamed_from=renamed_from)
         return found.to_wire()
 
     # -- tables ----------------------------------------------------------------------------

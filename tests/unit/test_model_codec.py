@@ -14,6 +14,7 @@ from binlogsync import codec
 from binlogsync.errors import ProtocolError
 from binlogsync.model import Change, Part, Transaction, body_from_wire, check_body
 from binlogsync.position import Position, file_number
+from binlogsync.tabledef import ColumnDef, TableDef
 
 pytestmark = pytest.mark.unit
 
@@ -114,6 +115,15 @@ CHANGES = [
     Change("delete", "shop", "t", COLUMNS, (ROW_A, ROW_B), ()),
     Change("truncate", "shop", "t"),
     Change("ddl", "shop", "", statement="CREATE TABLE `x` (id INT PRIMARY KEY) -- 😀"),
+    Change(
+        "ddl",
+        "shop",
+        "x",
+        statement="CREATE TABLE `x` (id INT PRIMARY KEY)",
+        definition=TableDef(
+            "shop", "x", (ColumnDef("id", "int", nullable=False),), ("id",)
+        ).to_wire(),
+    ),
 ]
 
 
@@ -130,7 +140,7 @@ def test_transaction_wire_round_trip_and_row_count() -> None:
     again = Transaction.from_wire(codec.unpack(codec.pack(txn.to_wire())))
     assert again == txn
     assert again.position.gtid == "0-1-12" and again.timestamp == 1700000000.25
-    assert txn.row_count == 2 + 1 + 2 + 1 + 1
+    assert txn.row_count == 2 + 1 + 2 + 1 + 1 + 1
     empty = Transaction(Position("binlog.000004", 1000), 1.0)
     assert Transaction.from_wire(codec.unpack(codec.pack(empty.to_wire()))) == empty
     assert Transaction.from_wire([["binlog.000001", 4, None], 5, []]).timestamp == 5.0
@@ -165,11 +175,33 @@ GOOD_CHANGE = ["insert", "s", "t", ["id"], [], [[1]], ""]
         ["insert", "s", "t", ["id"], [], [1], ""],
         ["update", "s", "t", ["id"], [[1]], [], ""],
         ["update", "s", "t", ["id"], [[1], [2]], [[3]], ""],
+        ["ddl", "s", "t", [], [], [], "ALTER TABLE t ADD c INT", {"v": 1}],
+        ["ddl", "s", "t", [], [], [], "ALTER TABLE t ADD c INT", [1, 2]],
+        [*GOOD_CHANGE, {"v": 1, "schema": "s", "table": "t", "columns": [], "primary_key": []}],
+        [
+            "ddl",
+            "s",
+            "t",
+            [],
+            [],
+            [],
+            "ALTER TABLE t ADD c INT",
+            {
+                "v": 1,
+                "schema": "s",
+                "table": "t",
+                "primary_key": ["id"],
+                "columns": [{"name": "id", "type": "int); DROP TABLE t; --"}],
+            },
+        ],  # fmt: skip
     ],
 )
 def test_malformed_change(data: Any) -> None:
     with pytest.raises(ProtocolError):
         Change.from_wire(data)
+    body = [["binlog.000001", 4, None], 1.0, [data]]
+    with pytest.raises(ProtocolError):  # the hub refuses what a target would
+        check_body(body)
 
 
 @pytest.mark.parametrize(

@@ -185,6 +185,9 @@ class TableDef:
     unsupported: str | None = None  # why this table cannot be rebuilt from its description
     renamed_from: dict[str, str] = field(default_factory=dict)  # new column name → old
     table_renamed_from: tuple[str, str] | None = None  # (schema, table) this one was before
+    # When the server last changed the table (information_schema CREATE_TIME, which every ALTER
+    # moves), as a UNIX time; read by `describe`, not carried on the wire.
+    changed_at: float | None = field(default=None, compare=False)
 
     def column(self, name: str) -> ColumnDef | None:
         for column in self.columns:
@@ -260,14 +263,14 @@ _COLUMN_TYPE = re.compile(r"^(\w+)(?:\((.*)\))?((?:\s+\w+)*)$", re.S)
 def describe(cur: Any, schema: str, table: str) -> TableDef | None:
     """The definition of `schema.table` as information_schema shows it; None if missing."""
     cur.execute(
-        "SELECT TABLE_COLLATION FROM information_schema.TABLES "
+        "SELECT TABLE_COLLATION, UNIX_TIMESTAMP(CREATE_TIME) FROM information_schema.TABLES "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
         (schema, table),
     )
     found = cur.fetchone()
     if found is None:
         return None
-    table_collation = found[0]
+    table_collation, changed_at = found
     cur.execute(
         "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, CHARACTER_SET_NAME, "
         "COLLATION_NAME, EXTRA, DATETIME_PRECISION FROM information_schema.COLUMNS "
@@ -309,6 +312,7 @@ def describe(cur: Any, schema: str, table: str) -> TableDef | None:
         charset,
         table_collation,
         "; ".join(unsupported) or None,
+        changed_at=float(changed_at) if changed_at is not None else None,
     )
 
 

@@ -17,9 +17,11 @@ from binlogsync.apply.schemachange import Mode
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.devsite.localsite import wait_until
 from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ProtocolError, SchemaMismatchError
 from binlogsync.model import Change, Transaction
+from binlogsync.position import Position
 from binlogsync.tabledef import describe
 from binlogsync.tables import TableFilter
 
@@ -38,9 +40,13 @@ def _sql(server: Server, database: str, *statements: str) -> None:
 
 
 def _capture(origin: Server, dbname: str, statements: list[str]) -> list[Transaction]:
-    db = _db(origin)
-    start = current_position(db)
+    start = current_position(_db(origin))
     _sql(origin, dbname, *statements)
+    return _capture_from(origin, dbname, start)
+
+
+def _capture_from(origin: Server, dbname: str, start: Position) -> list[Transaction]:
+    db = _db(origin)
     end = current_position(db)
     reader = BinlogReader(db, next(_ids), start, TableFilter((f"{dbname}.*",)))
     out: list[Transaction] = []
@@ -229,3 +235,36 @@ def test_an_alter_of_a_table_the_target_lacks_is_refused(
         applier.apply(txns)
     assert "the target has no table" in str(e.value)
     assert _tables(target, dbname) == ["t"]
+
+
+def _server_clock(server: Server) -> int:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT UNIX_TIMESTAMP()")
+        return int(cur.fetchone()[0])
+
+
+def test_a_definition_read_after_later_ddl_is_not_taken_for_this_ones(
+    pair: tuple[Server, Server, str],
+) -> None:
+    """Capture behind: when it reaches ADD COLUMN … DEFAULT 0, the origin's table already has
+    DEFAULT 5 from a later DDL; taking that shape would fill the target's existing rows with
+    5 where the origin has 0. The later DDL runs two seconds of the server's clock after the
+    first (the time capture would be behind), so the first DDL's definition says it is not its
+    own, and apply stops there."""
+    origin, target, dbname = pair
+    for server in (origin, target):
+        _sql(server, dbname, "INSERT INTO t VALUES (1, 'one', 1)")
+    db = _db(origin)
+    start = current_position(db)
+    _sql(origin, dbname, "ALTER TABLE t ADD COLUMN c INT DEFAULT 0")
+    first_done = _server_clock(origin)
+    wait_until(lambda: _server_clock(origin) >= first_done + 3, 10, 0.1, "3 s of server clock")
+    _sql(origin, dbname, "ALTER TABLE t ALTER COLUMN c SET DEFAULT 5")
+    txns = _capture_from(origin, dbname, start)
+    first, second = [c for t in txns for c in t.changes if c.kind == "ddl"]
+    assert first.definition is not None and "changed again" in first.definition["unsupported"]
+    assert second.definition is not None and second.definition["unsupported"] is None
+    with _applier(target, dbname, "all") as applier, pytest.raises(SchemaMismatchError) as e:
+        applier.apply(txns)
+    assert "changed again on the origin after this DDL" in str(e.value)
+    assert [c.name for c in _shape(target, dbname, "t")[0]] == ["id", "a", "b"]

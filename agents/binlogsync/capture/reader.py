@@ -388,7 +388,10 @@ class BinlogReader:
         if statement.kind == "dml":
             self._on_statement_dml(event, group, schema, sql)
         elif statement.kind in ("truncate", "ddl") and not group.own and group.halt is None:
-            group.changes.extend(self._ddl_changes(statement, sql, schema))
+            # When the DDL ended, to the second (its timestamp is when it began), plus one for
+            # the truncation of both: a definition changed later than that is a later DDL's.
+            ended = event.timestamp + getattr(event, "execution_time", 0) + 1
+            group.changes.extend(self._ddl_changes(statement, sql, schema, ended))
         if group.needs_commit:
             return group, None
         return None, self._finish(group, event)
@@ -429,7 +432,9 @@ class BinlogReader:
                 _ROW_FORMAT_FIX,
             )
 
-    def _ddl_changes(self, statement: Statement, sql: str, default_schema: str) -> list[Change]:
+    def _ddl_changes(
+        self, statement: Statement, sql: str, default_schema: str, when: float
+    ) -> list[Change]:
         if statement.kind == "truncate":
             return [
                 Change("truncate", s, t) for s, t in statement.tables if self.tables.matches(s, t)
@@ -442,7 +447,7 @@ class BinlogReader:
                     s,
                     t,
                     statement=sql,
-                    definition=self._definition(s, t, sql, renames.get((s, t))),
+                    definition=self._definition(s, t, sql, renames.get((s, t)), when),
                 )  # fmt: skip
                 for s, t in statement.tables
                 if self.tables.matches(s, t)
@@ -452,11 +457,19 @@ class BinlogReader:
         return []
 
     def _definition(
-        self, schema: str, table: str, sql: str, renamed_from: tuple[str, str] | None
+        self,
+        schema: str,
+        table: str,
+        sql: str,
+        renamed_from: tuple[str, str] | None,
+        when: float,
     ) -> dict[str, Any] | None:
         """The table's definition as the origin has it now, for targets that follow schema
-        changes (None: the table is gone). Read when capture reaches the DDL: if capture is
-        behind by several DDLs of one table, it is the latest one's result (docs/schema.md)."""
+        changes (None: the table is gone). Read when capture reaches the DDL; when the table
+        has been changed again since (capture is behind: CREATE_TIME, which every ALTER moves,
+        is later than the DDL's end, `when`), it is not this DDL's result, and it says so
+        (`unsupported`), so a target stops instead of taking a later shape early. A second DDL
+        within about a second of the first is not seen this way."""
         if not self.describe_tables:
             return None
         if self._describer is None:
@@ -468,6 +481,14 @@ class BinlogReader:
         renamed = renamed_columns(sql)
         if renamed or renamed_from:
             found = replace(found, renamed_from=renamed, table_renamed_from=renamed_from)
+        if found.changed_at is not None and found.changed_at > when:
+            found = replace(
+                found,
+                unsupported=(
+                    f"{schema}.{table} was changed again on the origin after this DDL (capture "
+                    "was behind), so its definition now is not this DDL's result"
+                ),
+            )
         return found.to_wire()
 
     # -- tables ----------------------------------------------------------------------------

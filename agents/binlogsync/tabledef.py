@@ -273,13 +273,13 @@ def describe(cur: Any, schema: str, table: str) -> TableDef | None:
     table_collation, changed_at = found
     cur.execute(
         "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, CHARACTER_SET_NAME, "
-        "COLLATION_NAME, EXTRA, DATETIME_PRECISION FROM information_schema.COLUMNS "
+        "COLLATION_NAME, EXTRA FROM information_schema.COLUMNS "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (schema, table),
     )
     columns: list[ColumnDef] = []
     unsupported: list[str] = []
-    for name, column_type, nullable, default, charset, collation, extra, _ in cur.fetchall():
+    for name, column_type, nullable, default, charset, collation, extra in cur.fetchall():
         column, why = _column(name, column_type, nullable == "YES", default, charset, collation)
         if extra and extra.strip().lower() not in ("", "on update current_timestamp()"):
             why = why or f"column {name} has {extra}"
@@ -345,7 +345,7 @@ def _column(
     if kind in ("datetime", "timestamp", "time") and length is None:
         length = 0
     why = None if kind in TYPES else f"column {name} has the type {column_type}"
-    column_default, default_why = _parse_default(default, nullable)
+    column_default, default_why = _parse_default(default)
     return (
         ColumnDef(
             name,
@@ -371,7 +371,7 @@ def _members(args: str) -> list[str]:
 _EXPR_RE = re.compile(r"^current_timestamp(?:\((\d)\))?$", re.I)
 
 
-def _parse_default(text: str | None, nullable: bool) -> tuple[tuple[Any, ...] | None, str | None]:
+def _parse_default(text: str | None) -> tuple[tuple[Any, ...] | None, str | None]:
     """information_schema's COLUMN_DEFAULT (MariaDB ≥ 10.2.7 shows it as an expression)."""
     if text is None:
         return None, None

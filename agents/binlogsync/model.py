@@ -68,7 +68,11 @@ class Change:
     def renamed(self, schema: str) -> Change:
         definition = self.definition
         if definition is not None and definition.get("schema") != schema:
-            definition = {**definition, "schema": schema}
+            # A table renamed within its schema moves with it (the route renames the schema).
+            before = definition.get("table_renamed_from")
+            if isinstance(before, list) and len(before) == 2 and before[0] == self.schema:
+                before = [schema, before[1]]
+            definition = {**definition, "schema": schema, "table_renamed_from": before}
         return Change(
             self.kind,
             schema,

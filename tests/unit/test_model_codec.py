@@ -152,6 +152,18 @@ def test_renamed_keeps_everything_but_the_schema() -> None:
     assert renamed.to_wire()[2:] == CHANGES[1].to_wire()[2:]
 
 
+def test_renamed_moves_a_definition_and_a_table_rename_in_the_same_schema() -> None:
+    definition = TableDef(
+        "shop", "t2", (ColumnDef("id", "int", nullable=False),), ("id",),
+        table_renamed_from=("shop", "t"),
+    ).to_wire()  # fmt: skip
+    change = Change("ddl", "shop", "t2", statement="RENAME TABLE t TO t2", definition=definition)
+    moved = Change.from_wire(codec.unpack(codec.pack(change.renamed("copy").to_wire())))
+    assert moved.definition is not None
+    assert moved.definition["schema"] == "copy"
+    assert moved.definition["table_renamed_from"] == ["copy", "t"]
+
+
 GOOD_CHANGE = ["insert", "s", "t", ["id"], [], [[1]], ""]
 
 

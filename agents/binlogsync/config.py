@@ -55,6 +55,7 @@ _ORIGIN_KEYS = (
     "batch_transactions",
     "part_rows",
     "part_bytes",
+    "candidates",
 )
 _TARGET_KEYS = (
     *_DATABASE_KEYS,
@@ -263,6 +264,14 @@ class OriginConfig:
     # A large transaction travels in parts of at most this many rows / bytes.
     part_rows: int = 10000
     part_bytes: int = 8 * 1024 * 1024
+    # Other servers that may become the origin's primary (replicas with log_slave_updates),
+    # with the same user and password; capture moves to one when `database` is gone.
+    candidates: tuple[DatabaseSettings, ...] = ()
+
+    @property
+    def servers(self) -> tuple[DatabaseSettings, ...]:
+        """Every server capture may read: `database` first, then the candidates."""
+        return (self.database, *self.candidates)
 
 
 @dataclass(frozen=True)
@@ -402,6 +411,29 @@ def _database(s: _Section, env: Mapping[str, str], secrets: bool) -> DatabaseSet
     )
 
 
+def _candidates(s: _Section, env: Mapping[str, str], secrets: bool) -> tuple[DatabaseSettings, ...]:
+    """origin.candidates: ["host:port", …], the same credentials as the origin's."""
+    items = s.get("candidates", list, [])
+    main = _database(s, env, secrets)
+    seen = {(main.host, main.port)}
+    out = []
+    for i, item in enumerate(items):
+        host, sep, port = item.rpartition(":") if isinstance(item, str) else ("", "", "")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f'origin.candidates[{i}] must be "host:port", got {item!r}',
+                'write e.g. candidates = ["db2.example:3306", "db3.example:3306"]',
+            )
+        if (host, int(port)) in seen:
+            raise ConfigError(
+                f"origin.candidates[{i}] {item!r} is named twice (or is origin.host:port)",
+                "list each other server once; origin.host/port is the first candidate already",
+            )
+        seen.add((host, int(port)))
+        out.append(DatabaseSettings(host, int(port), main.user, main.password))
+    return tuple(out)
+
+
 def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
     items = data.get("route", [])
     if not isinstance(items, list):
@@ -469,6 +501,7 @@ def load_client(
             batch_transactions=o.positive("batch_transactions", int, 500),
             part_rows=o.positive("part_rows", int, 10000),
             part_bytes=o.positive("part_bytes", int, 8 * 1024 * 1024),
+            candidates=_candidates(o, env, secrets),
         )
     if "target" in data:
         t = _Section("target", data["target"], base, _TARGET_KEYS)

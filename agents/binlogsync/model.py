@@ -323,7 +323,7 @@ def _position(data: Any) -> Position:
         ):
             file_number(file)  # the file name's checks
             return Position(file, offset, gtid)
-    return Position.from_wire(data)
+    return Position.from_wire(data)  # GTID positions (4 items) too
 
 
 def _finite_time(value: Any) -> bool:

@@ -23,7 +23,7 @@ T = "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(20))"
 
 
 def _snapshot_rows(origin: Server, db: str, ids: list[int]) -> tuple[Position, list[tuple]]:  # type: ignore[type-arg]
-    """Rows read in a consistent snapshot, with the binlog position it is pinned to."""
+    """Rows read in a consistent snapshot, with the GTID position it is pinned to."""
     with origin.connect(db) as conn, conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
@@ -31,9 +31,12 @@ def _snapshot_rows(origin: Server, db: str, ids: list[int]) -> tuple[Position, l
         marks = ",".join(["%s"] * len(ids))
         cur.execute(f"SELECT id, v, note FROM t WHERE id IN ({marks}) ORDER BY id", ids)
         rows = list(cur.fetchall())
+        file, offset = status["binlog_snapshot_file"], int(status["binlog_snapshot_position"])
+        cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, offset))
+        state = cur.fetchone()[0]
         cur.execute("COMMIT")
-    position = Position(status["binlog_snapshot_file"], int(status["binlog_snapshot_position"]))
-    return position, rows
+    # MariaDB: positions are GTID states (the hub refuses a file position against them).
+    return Position.of_state(state, file, offset), rows
 
 
 @contextmanager

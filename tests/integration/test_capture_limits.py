@@ -170,7 +170,8 @@ def _assert_statement_halt(
     assert halt.at == event_at(server, before, "Query", "INSERT INTO t1 VALUES (2, 'stmt')")
     assert f"{dbname}.t1" in halt.message and "binlog_format" in str(halt)
     assert after_offending is not None
-    assert f"{after_offending.file}:{after_offending.offset}" in halt.fix  # capture-skip --to
+    to = after_offending.gtid if after_offending.by_gtid else after_offending.file
+    assert f"--to {to}" in halt.fix  # capture-skip --to: a GTID state on MariaDB
 
 
 def test_statement_dml_on_a_routed_table_halts_after_reading_its_transaction(
@@ -430,7 +431,10 @@ def test_a_big_insert_comes_as_numbered_parts(server: Server, dbname: str) -> No
     got = read(server, start, end, TableFilter((f"{dbname}.*",)), part_rows=10_000)
     assert [type(i).__name__ for i in got] == ["Transaction", "Part", "Part", "Part", "Transaction"]
     parts = _parts_of_one(got)
-    assert parts[0].begin.gtid == big_end.gtid and big_end.gtid
+    # By GTID, a transaction's parts begin at the state before it (its begin key is the
+    # previous transaction's end key, below its own end's).
+    assert parts[0].begin.by_gtid and parts[0].begin.gtid == before_big.gtid and big_end.gtid
+    assert parts[0].begin.key < big_end.key
     assert _where(parts[0].begin) == event_at(server, before_big, "Gtid", big_end.gtid)
     assert parts[-1].end == big_end and parts[-1].end is not None
     assert parts[-1].end.gtid == big_end.gtid and parts[-1].timestamp > 0

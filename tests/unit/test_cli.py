@@ -82,7 +82,7 @@ def test_a_malformed_position_is_a_usage_error_exit_2(
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
-    assert "is not FILE:OFFSET" in capsys.readouterr().err
+    assert "is neither a GTID state nor FILE:OFFSET" in capsys.readouterr().err
 
 
 def test_a_reader_that_stops_early_gets_no_traceback(tmp_path: Path) -> None:

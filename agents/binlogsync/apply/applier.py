@@ -57,7 +57,7 @@ from ..errors import (
     UnreachableError,
 )
 from ..model import ROW_KINDS, Change, Part, Transaction
-from ..position import Position
+from ..position import Position, comparable
 from ..tabledef import describe
 from . import checkpoint as checkpoints
 from . import failures
@@ -68,6 +68,19 @@ from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, Statemen
 from .targettables import TargetTables, context
 
 log = logging.getLogger("binlogsync.apply")
+
+
+def _scheme_back(origin: str, base: Position | None, position: Position) -> ApplyError:
+    """A file position delivered to a checkpoint in the GTID scheme: its key would read as
+    "already applied" (position.py), so it is refused instead."""
+    return ApplyError(
+        f"origin {origin}: the target's checkpoint is the GTID state {base}, but the hub "
+        f"delivers binlog file positions ({position}); they cannot be ordered against it, "
+        "nothing was applied",
+        "the origin's capture moved back from GTIDs to binlog files (a hub log restarted "
+        "against a server without MariaDB GTIDs?): point the origin at the MariaDB server, or "
+        "reseed this target and delete its binlogsync.checkpoint row for the origin",
+    )
 
 
 def failed_at(error: BaseException) -> Position | None:
@@ -515,6 +528,8 @@ class Applier:
         session = self._open_session()
         try:
             base = session.base
+            if not comparable(base, end):
+                raise _scheme_back(self.origin, base, end)
             if base is not None and end.key <= base.key:
                 self._end_session(session)
                 self._rollback()
@@ -548,6 +563,8 @@ class Applier:
         session = self._open_session()
         try:
             base = session.base
+            if transactions and not comparable(base, transactions[-1].position):
+                raise _scheme_back(self.origin, base, transactions[-1].position)
             last_key = -1 if base is None or rewind is not None else base.key
             fresh: list[Transaction] = []
             for transaction in transactions:

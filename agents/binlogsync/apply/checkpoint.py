@@ -26,7 +26,7 @@ from typing import Any
 from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import ApplyError
-from ..position import Position
+from ..position import Position, comparable
 
 SCHEMA = "binlogsync"
 
@@ -39,6 +39,7 @@ _DDL = (
         `offset` BIGINT UNSIGNED,
         gtid VARCHAR(255),
         epoch VARCHAR(64),
+        scheme VARCHAR(8),
         applied_transactions BIGINT UNSIGNED NOT NULL DEFAULT 0,
         applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
     ) ENGINE=InnoDB""",
@@ -49,13 +50,19 @@ _DDL = (
         file VARCHAR(255),
         `offset` BIGINT UNSIGNED,
         gtid VARCHAR(255),
+        scheme VARCHAR(8),
         reason TEXT NOT NULL,
         skipped_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
         KEY origin_pos (origin, pos_key)
     ) ENGINE=InnoDB""",
 )
 # Tables made by binlogsync 0.1.0 lack the epoch; adding a nullable column keeps their rows.
-_MIGRATIONS = (("checkpoint", "epoch", "ADD COLUMN epoch VARCHAR(64) AFTER gtid"),)
+# Tables made before GTID positions lack `scheme` (NULL: the file scheme, which their rows are).
+_MIGRATIONS = (
+    ("checkpoint", "epoch", "ADD COLUMN epoch VARCHAR(64) AFTER gtid"),
+    ("checkpoint", "scheme", "ADD COLUMN scheme VARCHAR(8) AFTER epoch"),
+    ("skipped", "scheme", "ADD COLUMN scheme VARCHAR(8) AFTER gtid"),
+)
 
 _ANY: Any = object()
 _GRANTS = (
@@ -104,13 +111,21 @@ def ensure_schema(conn: Any) -> None:
                 cur.execute(f"ALTER TABLE `{SCHEMA}`.`{table}` {change}")
 
 
+def _position(file: Any, offset: Any, gtid: Any, scheme: Any) -> Position:
+    """A stored position; a row without `scheme` was written in the file scheme."""
+    if scheme == "gtid":
+        return Position(file or "", int(offset or 0), gtid or "", "gtid")
+    return Position(file, int(offset), gtid)
+
+
 def _row(row: Any) -> Checkpoint:
-    origin, file, offset, gtid, epoch, count = row
-    return Checkpoint(origin, Position(file, int(offset), gtid), epoch, int(count))
+    origin, file, offset, gtid, epoch, scheme, count = row
+    return Checkpoint(origin, _position(file, offset, gtid, scheme), epoch, int(count))
 
 
 _SELECT = (
-    f"SELECT origin, file, `offset`, gtid, epoch, applied_transactions FROM `{SCHEMA}`.`checkpoint`"
+    "SELECT origin, file, `offset`, gtid, epoch, scheme, applied_transactions "
+    f"FROM `{SCHEMA}`.`checkpoint`"
 )
 
 
@@ -124,25 +139,20 @@ def read(cursor: Any, origin: str, lock: bool = False) -> Position | None:
 def read_all(cursor: Any) -> dict[str, Checkpoint] | None:
     """Every origin's checkpoint; None when the target has no checkpoint table at all."""
     cursor.execute(
-        "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-        "AND TABLE_NAME = 'checkpoint' AND COLUMN_NAME = 'epoch'",
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = 'checkpoint'",
         (SCHEMA,),
     )
-    if not cursor.fetchone()[0]:
-        cursor.execute(
-            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = 'checkpoint'",
-            (SCHEMA,),
-        )
-        if not cursor.fetchone()[0]:
-            return None
-        # A table of binlogsync 0.1.0, not migrated yet: no epochs.
-        cursor.execute(
-            f"SELECT origin, file, `offset`, gtid, NULL, applied_transactions "
-            f"FROM `{SCHEMA}`.`checkpoint`"
-        )
-    else:
-        cursor.execute(_SELECT + " ORDER BY origin")
+    columns = {str(r[0]).lower() for r in cursor.fetchall()}
+    if not columns:
+        return None
+    # A table of an older version, not migrated yet: no epochs (0.1.0), no schemes (file).
+    epoch = "epoch" if "epoch" in columns else "NULL"
+    scheme = "scheme" if "scheme" in columns else "NULL"
+    cursor.execute(
+        f"SELECT origin, file, `offset`, gtid, {epoch}, {scheme}, applied_transactions "
+        f"FROM `{SCHEMA}`.`checkpoint` ORDER BY origin"
+    )
     return {c.origin: c for c in map(_row, cursor.fetchall())}
 
 
@@ -172,14 +182,17 @@ def write(
     (another applier of the same origin, or a skip); otherwise ApplyError, and the caller rolls
     back. The row stays locked until the caller's transaction ends.
     """
-    values = (position.key, position.file, position.offset, position.gtid, epoch, count)
+    scheme = position.scheme if position.by_gtid else None
+    values = (position.key, position.file, position.offset, position.gtid, epoch, scheme, count)
     if expected is _ANY:
         cursor.execute(
             f"INSERT INTO `{SCHEMA}`.`checkpoint` "
-            "(origin, pos_key, file, `offset`, gtid, epoch, applied_transactions, applied_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+            "(origin, pos_key, file, `offset`, gtid, epoch, scheme, applied_transactions, "
+            "applied_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6)) "
+            "ON DUPLICATE KEY UPDATE "
             "pos_key = VALUES(pos_key), file = VALUES(file), `offset` = VALUES(`offset`), "
             "gtid = VALUES(gtid), epoch = COALESCE(VALUES(epoch), epoch), "
+            "scheme = VALUES(scheme), "
             "applied_at = VALUES(applied_at), "
             "applied_transactions = applied_transactions + VALUES(applied_transactions)",
             (origin, *values),
@@ -190,8 +203,8 @@ def write(
         try:
             cursor.execute(
                 f"INSERT INTO `{SCHEMA}`.`checkpoint` "
-                "(origin, pos_key, file, `offset`, gtid, epoch, applied_transactions, "
-                "applied_at) VALUES (%s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6))",
+                "(origin, pos_key, file, `offset`, gtid, epoch, scheme, applied_transactions, "
+                "applied_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, CURRENT_TIMESTAMP(6))",
                 (origin, *values),
             )
         except Exception as exc:
@@ -201,7 +214,7 @@ def write(
     else:
         moved = not cursor.execute(
             f"UPDATE `{SCHEMA}`.`checkpoint` SET pos_key = %s, file = %s, `offset` = %s, "
-            "gtid = %s, epoch = COALESCE(%s, epoch), "
+            "gtid = %s, epoch = COALESCE(%s, epoch), scheme = %s, "
             "applied_transactions = applied_transactions + %s, "
             "applied_at = CURRENT_TIMESTAMP(6) WHERE origin = %s AND pos_key = %s",
             (*values, origin, expected.key),
@@ -241,6 +254,13 @@ def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> 
             ensure_schema(conn)
             with conn.cursor() as cur:
                 current = read(cur, origin, lock=True)
+                if not comparable(current, position):
+                    raise ApplyError(
+                        f"origin {origin}: the checkpoint on target {db} is the GTID state "
+                        f"{current}, and {position} is a binlog file position; nothing skipped",
+                        "give the transaction's GTID state, as its error and `binlogsync "
+                        "status` name it (e.g. 0-1-100)",
+                    )
                 if current is not None and position.key <= current.key:
                     raise ApplyError(
                         f"origin {origin}: transaction {position} is already applied on target "
@@ -249,8 +269,16 @@ def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> 
                     )
                 cur.execute(
                     f"INSERT INTO `{SCHEMA}`.`skipped` (origin, pos_key, file, `offset`, gtid, "
-                    "reason) VALUES (%s, %s, %s, %s, %s, %s)",
-                    (origin, position.key, position.file, position.offset, position.gtid, reason),
+                    "scheme, reason) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (
+                        origin,
+                        position.key,
+                        position.file,
+                        position.offset,
+                        position.gtid,
+                        position.scheme if position.by_gtid else None,
+                        reason,
+                    ),  # fmt: skip
                 )
                 write(cur, origin, position, 0, expected=current)
             conn.commit()
@@ -272,7 +300,7 @@ def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skippe
             with conn.cursor() as cur:
                 where, args = ("WHERE origin = %s", (origin,)) if origin is not None else ("", ())
                 cur.execute(
-                    f"SELECT id, origin, file, `offset`, gtid, reason, skipped_at "
+                    f"SELECT id, origin, file, `offset`, gtid, scheme, reason, skipped_at "
                     f"FROM `{SCHEMA}`.`skipped` {where} ORDER BY id",
                     args,
                 )
@@ -280,7 +308,7 @@ def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skippe
             conn.rollback()
     finally:
         mysql.close(conn)
-    return [Skipped(int(r[0]), r[1], Position(r[2], int(r[3]), r[4]), r[5], r[6]) for r in rows]
+    return [Skipped(int(r[0]), r[1], _position(r[2], r[3], r[4], r[5]), r[6], r[7]) for r in rows]
 
 
 def _rollback(conn: Any) -> None:

@@ -13,8 +13,9 @@ from typing import Any
 from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import PreflightError
-from ..position import Position, file_number
+from ..position import Position, file_number, missing_from
 from ..tables import SYSTEM_SCHEMAS, TableFilter
+from .positions import has_gtid, oldest
 
 _REQUIRED = (
     ("binlog_format", "ROW"),
@@ -123,6 +124,9 @@ def _check_privileges(cur: Any, where: str, user: str) -> list[str]:
 
 
 def _check_resume(cur: Any, where: str, resume: Position) -> None:
+    if resume.by_gtid:
+        _check_gtid_resume(cur, where, resume)
+        return
     cur.execute("SHOW BINARY LOGS")
     logs = {str(row[0]): int(row[1]) for row in cur.fetchall()}
     fix = (
@@ -145,6 +149,40 @@ def _check_resume(cur: Any, where: str, resume: Position) -> None:
             f"({logs[resume.file]} bytes) on {where}",
             fix,
         )
+
+
+def _check_gtid_resume(cur: Any, where: str, resume: Position) -> None:
+    """The server holds every GTID of `resume` (the same history), and its binlog still has
+    everything after it."""
+    if not has_gtid(cur):
+        raise PreflightError(
+            f"the stored position is the GTID state {resume}, but {where} is not MariaDB "
+            "(no MariaDB GTIDs); a position cannot move back from GTIDs to binlog files",
+            "point the origin at the MariaDB server (or a replica holding its GTIDs), or "
+            "reseed the targets and start a new hub log for this origin",
+        )
+    cur.execute("SELECT @@gtid_binlog_pos")
+    have = str(cur.fetchone()[0] or "")
+    lacking = missing_from(have, resume.gtid or "")
+    if lacking:
+        raise PreflightError(
+            f"{where} does not hold the GTIDs capture resumes from ({resume}): it lacks "
+            f"{', '.join(lacking[:5])} (its @@gtid_binlog_pos is {have or 'empty'}); it is "
+            "another server, behind, or its history diverged",
+            "point the origin at the server that wrote them, or at a replica that has them "
+            "(`candidates`); if they are lost for good, reseed the targets",
+        )
+    start = oldest(cur, where)
+    for domain, (server, seq) in sorted(start.state.items()):
+        got = resume.state.get(domain)
+        if got is None or got[1] < seq:
+            raise PreflightError(
+                f"the binlog of {where} no longer has what follows {resume}: its oldest binlog "
+                f"starts at {start}, after GTID {domain}-{server}-{seq} (purged)",
+                "the targets must be reseeded: copy the tables from the origin, then capture "
+                "from the current position (and keep binlog retention above the slowest "
+                "acknowledged position)",
+            )
 
 
 def _check_tables(cur: Any, where: str, tables: TableFilter) -> list[str]:

@@ -29,9 +29,16 @@ MINIMAL or NOBLOB), a partial JSON update (MySQL) or a table without column name
 binlog (binlog_row_metadata) stop it with `CaptureHalted`, raised once the offending group has
 been read to its end, so the error can say where that transaction ends.
 
-`is_mariadb=True` would ignore `log_file`/`log_pos` (its MariaDB dump command always asks for
-the first binlog at offset 4), so we use the plain COM_BINLOG_DUMP with file + offset, which
-MariaDB serves; it still sends MariaDB GTID events because the library announces
+Positions (position.py). From a GTID position (MariaDB) the reader connects by GTID
+(`is_mariadb=True, auto_position=<state>`: `@slave_connect_state`, strict mode, which also
+makes the server refuse a state it does not hold) and keeps the GTID state as it reads: each
+committed group sets its domain's GTID, and the transaction's position is the whole state
+after it (the file and offset where it ended ride along). A sequence number that does not
+rise within its domain halts capture (only a server without `gtid_strict_mode` writes one).
+The state is also handed to the library as its `auto_position` after every transaction, so
+a reconnect the library makes on its own resumes after the last whole transaction. From a
+file position (MySQL) it uses the plain COM_BINLOG_DUMP with file + offset; MariaDB would
+serve that too and still send its GTID events, as the library announces
 `@mariadb_slave_capability=4`. XA transactions (XA PREPARE / XA COMMIT) are not assembled.
 """
 
@@ -67,7 +74,7 @@ from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import CaptureHalted, PreflightError, UnreachableError
 from ..model import Change, Part, Transaction
-from ..position import Position
+from ..position import GtidState, Position, state_text
 from ..tabledef import describe
 from ..tables import TableFilter
 from .ddl import (
@@ -147,6 +154,9 @@ class BinlogReader:
         self._stream: Any = None
         self._file = start.file
         self._last_end = start  # the end of the last group read whole
+        self.by_gtid = start.by_gtid
+        self._state: GtidState = dict(start.state)  # after the last group (GTID positions)
+        self._state_text = start.gtid or ""
         self._shapes: dict[int, tuple[Any, TableShape]] = {}
         self._routed: dict[tuple[str, str], bool] = {}
 
@@ -247,8 +257,44 @@ class BinlogReader:
 
     # -- groups ----------------------------------------------------------------------------
     def _new_group(self, event: Any, gtid: str | None = None, needs_commit: bool = True) -> _Group:
-        begin = Position(self._file, max(4, _start_of(event)), gtid)
+        if self.by_gtid:  # the state before it: below its end, above what came before
+            begin = Position(self._file, max(4, _start_of(event)), self._state_text, "gtid")
+        else:
+            begin = Position(self._file, max(4, _start_of(event)), gtid)
         return _Group(begin, gtid, needs_commit)
+
+    def _end(self, group: _Group, event: Any) -> Position:
+        """Where `group` ends: in the GTID scheme the state after it (kept here)."""
+        if not self.by_gtid:
+            return Position(self._file, event.packet.log_pos, group.gtid)
+        if group.gtid is None:
+            raise CaptureHalted(
+                f"capture stopped at {self._where(event)}: a transaction without a GTID event "
+                "on a MariaDB origin",
+                "report this; capture cannot tell where it stands",
+                position=self._last_end,
+                at=self._where(event),
+            )
+        domain_text, server_text, seq_text = group.gtid.split("-")
+        domain, seq = int(domain_text), int(seq_text)
+        known = self._state.get(domain)
+        if known is not None and seq <= known[1]:
+            raise CaptureHalted(
+                f"capture stopped at {self._where(event)}: GTID {group.gtid} does not follow "
+                f"{domain}-{known[0]}-{known[1]} in its domain (the binlog's sequence numbers "
+                "went back: gtid_strict_mode is off, or an alternative history was written)",
+                "SET GLOBAL gtid_strict_mode=ON (and in my.cnf) on the origin; then move capture "
+                "past it on purpose with `binlogsync capture-skip` and repair the targets",
+                position=self._last_end,
+                at=self._where(event),
+            )
+        self._state[domain] = (int(server_text), seq)
+        text = group.gtid if len(self._state) == 1 else state_text(self._state)
+        self._state_text = text
+        stream = self._stream
+        if stream is not None:
+            stream.auto_position = text  # a reconnect of the library's own resumes here
+        return Position(self._file, event.packet.log_pos, text, "gtid")
 
     def _where(self, event: Any) -> str:
         return f"{self._file}:{_start_of(event)}"
@@ -266,13 +312,14 @@ class BinlogReader:
         group.changes.clear()
 
     def _finish(self, group: _Group, event: Any) -> Transaction | Part:
-        position = Position(self._file, event.packet.log_pos, group.gtid)
+        position = self._end(group, event)
         if group.halt is not None:
             halt = group.halt
             halt.end = position
+            to = position.gtid if position.by_gtid else f"{position.file}:{position.offset}"
             halt.fix = (
                 f"{halt.fix}; then move capture past it on purpose with `binlogsync "
-                f"capture-skip --origin NAME --to {position.file}:{position.offset} --reason "
+                f"capture-skip --origin NAME --to {to} --reason "
                 "…` (that transaction is not replicated: reseed or repair the targets), or "
                 "`--to current` after a reseed"
             )
@@ -521,14 +568,20 @@ class BinlogReader:
             # after which a silent connection counts as lost (the library reconnects once).
             "read_timeout": max(10, int(self.heartbeat * 10)),
         }
+        if self.by_gtid:  # see the module doc
+            where: dict[str, Any] = {"is_mariadb": True, "auto_position": self.start.gtid or ""}
+        else:
+            where = {
+                "log_file": self.start.file,
+                "log_pos": max(4, self.start.offset),
+                "is_mariadb": False,  # True would ignore log_file/log_pos
+            }
         self._stream = BinLogStreamReader(
             connection_settings=settings,
             server_id=self.server_id,
-            log_file=self.start.file,
-            log_pos=max(4, self.start.offset),
+            **where,
             resume_stream=True,
             blocking=True,
-            is_mariadb=False,  # see module doc: True would ignore log_file/log_pos
             slave_heartbeat=self.heartbeat,
             only_events=[
                 MariadbGtidEvent,

@@ -28,7 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..capture.positions import current_position, earliest_position
+from ..capture.failover import choose
+from ..capture.positions import current_position, earliest_position, gtid_at
 from ..capture.preflight import check_origin
 from ..capture.reader import BinlogReader
 from ..codec import pack
@@ -75,18 +76,23 @@ class Capture(RunLoop):
 
     def run(self) -> int:
         role, config = self.role, self.role.config
-        backoff = Backoff(0.5, 30.0)
+        # With candidates, a lost primary is checked for again soon: a promoted replica is
+        # taken as soon as it qualifies (failover.py).
+        backoff = Backoff(0.5, 5.0 if config.candidates else 30.0)
         position = self.resume
         checked = False
         limit = role.max_message_bytes - _FRAME_ROOM
         while not self.stopping:
             try:
                 if not checked:
-                    check_origin(config.database, config.server_id, config.tables, self.resume)
+                    position = self._by_gtid(position)
+                    if config.candidates:
+                        role.database = choose(config.servers, role.database, position)
+                    check_origin(role.database, config.server_id, config.tables, position)
                     checked = True
                     role.clear_halt(self.generation)
                 self.reader = BinlogReader(
-                    config.database,
+                    role.database,
                     config.server_id,
                     position,
                     config.tables,
@@ -125,6 +131,25 @@ class Capture(RunLoop):
                     self.reader = None
         return 0
 
+    def _by_gtid(self, position: Position) -> Position:
+        """A binlog file position on a server with MariaDB GTIDs (stored by an older version)
+        becomes the GTID state there, converted on that server (positions.gtid_at: checked,
+        or refused with what to do); capture then goes on by GTID. The hub's log and the
+        targets' checkpoints cross over at that point (position.py)."""
+        if position.by_gtid:
+            return position
+        converted = gtid_at(self.role.database, position)
+        if converted is None:
+            return position  # no MariaDB GTIDs: file positions it is
+        log.warning(
+            "the resume position %s is in binlog-file form (stored by an older version); on "
+            "%s it is the GTID state %s, and capture continues by GTID from there",
+            position,
+            self.role.database,
+            converted.gtid or "(empty)",
+        )
+        return converted
+
 
 def _too_large(
     item: Transaction | Part, size: int, limit: int, position: Position
@@ -150,6 +175,7 @@ class OriginRole:
         max_message_bytes: int,
     ) -> None:
         self.name, self.config, self.metrics, self.wake = name, config, metrics, wake
+        self.database = config.database  # the server capture reads now (failover.py)
         self.max_message_bytes = max_message_bytes
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -172,7 +198,7 @@ class OriginRole:
         """(start, oldest, current) binlog positions for HELLO: where a never-seen origin
         starts (origin.start), the oldest the binlog still has, and where it ends now. Blocks
         on the origin (call it off the agent's loop); None where it cannot be read now."""
-        db = self.config.database
+        db = self.database
         try:
             current = current_position(db)
             oldest = earliest_position(db)

@@ -140,6 +140,8 @@ def _pos(text: str) -> Position:
 def _text(position: Position) -> str:
     """`json.dumps(position.to_json())`, exactly, at a fraction of its cost (once per stored
     transaction): the file name's text is cached, the rest is formatted directly."""
+    if position.scheme != "file":
+        return json.dumps(position.to_json())
     gtid = position.gtid
     return (
         f'{{"file": {_json_text(position.file)}, "offset": {position.offset}, "gtid": '

@@ -37,7 +37,7 @@ from typing import Any
 from ..config import HubConfig
 from ..errors import ProtocolError
 from ..metrics import HubMetrics
-from ..position import Position
+from ..position import Position, comparable
 from ..transport import frames
 from .hosts import Host, Hosts
 from .log import Entry, HubLog, StagedPart
@@ -121,6 +121,15 @@ class Origins:
         if name not in self.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")
         start = header["start"]
+        head = self.log.head(name)
+        said = header.get("current") or start
+        if head is not None and not comparable(head, said):
+            raise ProtocolError(
+                f"origin {name} reports binlog file positions ({said}), but its log on this hub "
+                f"is in GTID positions (head {head}); they cannot be ordered against each other",
+                "point the origin at the MariaDB server (or a promoted replica) that holds "
+                "these GTIDs; a server without MariaDB GTIDs needs a new hub log and a reseed",
+            )
         if header["oldest"] is not None:  # unknown now (database unreachable): keep the last
             self.oldest[name] = header["oldest"]
         self._note_halt(name, header.get("halted"))
@@ -255,6 +264,11 @@ class Origins:
             # Checked as a target checks it, but not built into objects: the hub keeps and
             # forwards the bytes, and needs only the positions and the tables touched.
             item = frames.check_body(body, limit)
+            if not comparable(ahead, item.end):  # GTIDs, then a file position: refused
+                raise ProtocolError(
+                    f"{host.name} sent a binlog file position ({item.end}) after GTID "
+                    f"position {ahead}"
+                )
             if item.end is not None and (end is None or item.end.key > end.key):
                 end = item.end
             if item.begin is None:
@@ -351,6 +365,13 @@ class Origins:
         if not header["reason"].strip():
             raise ProtocolError("a capture skip needs a reason")
         head = self.log.head(name)
+        if to is not None and not comparable(head, to):
+            raise ProtocolError(
+                f"{to} is a binlog file position, but {name}'s log is in GTID positions "
+                f"(head {head})",
+                "give the GTID state to move to, as the halt and `binlogsync status` name it "
+                "(e.g. --to 0-1-100), or --to current",
+            )
         if to is not None and head is not None and to.key <= head.key:
             raise ProtocolError(
                 f"{to} is not above {name}'s head {head}; capture already passed it",

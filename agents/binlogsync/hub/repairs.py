@@ -17,7 +17,7 @@ from typing import Any
 from ..codec import pack, unpack
 from ..errors import ProtocolError
 from ..model import Transaction
-from ..position import Position
+from ..position import GTID_BASE, Position
 from ..transport import frames
 from .cursors import Cursor, Repair
 from .hosts import Hosts
@@ -51,6 +51,13 @@ class Repairs:
         if len(message.bodies) != 1:
             raise ProtocolError("REPAIR carries exactly one transaction")
         message.transactions(self.max_bytes)  # checked now, not when the target gets it
+        if not snapshot.by_gtid and self.floor_key(origin) >= GTID_BASE:
+            raise ProtocolError(
+                f"repair snapshot {snapshot} is a binlog file position, but {origin}'s log is in "
+                "GTID positions",
+                "pin the snapshot to its GTID state: BINLOG_GTID_POS(binlog_snapshot_file, "
+                "binlog_snapshot_position)",
+            )
         if snapshot.key < self.floor_key(origin):
             raise ProtocolError(
                 f"repair snapshot {snapshot} is older than what the hub still holds for {origin}",

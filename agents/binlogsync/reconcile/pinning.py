@@ -14,6 +14,9 @@ How a target says what it has applied (`Pin.mode`):
                 when the source's binlog holds no transaction between the two (only rotation
                 and bookkeeping events, as after a binlog rotation): nothing is left to apply.
     gtid        a native MariaDB replica: MASTER_GTID_WAIT(BINLOG_GTID_POS(file, position))
+
+On MariaDB the snapshot's position is a GTID position (BINLOG_GTID_POS of the snapshot's file
+and offset), as the checkpoints are; on MySQL a binlog file position.
     none        no replication position (a static copy): read at once; only right when
                 nothing writes, and the report says so
 
@@ -75,9 +78,12 @@ def snapshot(conn: Any, with_gtid: bool = False, required: bool = True) -> Posit
                 "enable the binary log on the source, or compare a quiet source with --pin none",
             )
         gtid = None
-        if with_gtid:
+        mariadb = _is_mariadb(cur)
+        if with_gtid or mariadb:
             cur.execute("SELECT BINLOG_GTID_POS(%s, %s)", (file, int(offset)))
             gtid = cur.fetchone()[0]
+    if mariadb and gtid is not None:  # a GTID position, as binlogsync's checkpoints are
+        return Position.of_state(str(gtid), str(file), int(offset))
     return Position(str(file), int(offset), gtid)
 
 
@@ -229,7 +235,13 @@ class Waiter:
             if current is not None and current.key >= position.key:
                 return
             now = time.monotonic()
-            if current is not None and now - last_check > 0.2 and self._source_factory:
+            if (
+                current is not None
+                and not current.by_gtid  # GTID checkpoints move over empty transactions too
+                and not position.by_gtid
+                and now - last_check > 0.2
+                and self._source_factory
+            ):
                 last_check = now
                 if self._source is None:
                     self._source = self._source_factory()

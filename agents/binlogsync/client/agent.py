@@ -33,7 +33,7 @@ from .. import __version__
 from ..capture.preflight import check_origin
 from ..capture.tablemap import check_library
 from ..config import ClientConfig
-from ..errors import BinlogsyncError
+from ..errors import BinlogsyncError, UnreachableError
 from ..metrics import ClientMetrics, serve
 from ..position import Position
 from ..runloop import Backoff, RunLoop
@@ -149,12 +149,24 @@ class ClientAgent(RunLoop):
 
     # -- lifecycle -------------------------------------------------------------------------
     def preflight(self) -> None:
-        """Check the origin's settings before anything connects (raises PreflightError)."""
+        """Check the origin's settings before anything connects (raises PreflightError).
+
+        With `origin.candidates` every server is checked, and one that cannot be reached
+        now is only a warning: the primary may be gone, and capture waits for a candidate
+        that qualifies (capture/failover.py)."""
         if self.config.origin is not None:
             check_library()
             o = self.config.origin
-            for warning in check_origin(o.database, o.server_id, o.tables, None):
-                log.warning("origin: %s", warning)
+            for db in o.servers:
+                try:
+                    warnings = check_origin(db, o.server_id, o.tables, None)
+                except UnreachableError as exc:
+                    if not o.candidates:
+                        raise
+                    log.warning("origin server %s:%s: %s", db.host, db.port, exc)
+                    continue
+                for warning in warnings:
+                    log.warning("origin: %s", warning)
 
     def run(self) -> int:
         http = serve(self.config.metrics, self.metrics.registry)

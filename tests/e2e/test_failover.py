@@ -1,0 +1,201 @@
+"""Origin failover: the origin's MariaDB dies for good (kill -9) under writes, its native
+replica is promoted, and the origin agent moves capture there by GTID.
+
+The pair: a primary and a replica (`log_slave_updates=ON`, `gtid_strict_mode=ON`,
+`read_only=ON` until promoted), the origin agent configured with the primary as
+`origin.host/port` and the replica as its one `candidates` entry. The origin agent is also
+killed with -9 while no server qualifies (during the failover) and restarted; it must neither
+read the replica before its promotion nor lose or repeat anything after it. The target counts
+every row the applier writes (a trigger), so "nothing applied twice" is counted, not inferred
+from equal rows; and the target ends equal (rows and CHECKSUM TABLE) to the new primary.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.devsite.localsite import LocalSite, wait_until
+from binlogsync.devsite.sandbox import Sandbox, Server
+from binlogsync.devsite.verify import differences, origin_gtid
+from binlogsync.hubcommands import fetch_status
+from binlogsync.position import Position
+from sitekit import create, site
+
+pytestmark = pytest.mark.e2e
+
+TABLE = "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL, pad VARCHAR(40))"
+PAIR_FLAGS = ("--gtid-strict-mode=ON", "--log-slave-updates=ON")
+
+
+@pytest.fixture
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Server, Server]]:
+    """A primary and its native GTID replica, of this test alone (the primary is killed)."""
+    box = Sandbox(tmp_path_factory.mktemp("failover"), max_binlog_size="64K")
+    try:
+        primary = box.start("primary", 11, *PAIR_FLAGS)
+        replica = box.start("replica", 12, *PAIR_FLAGS, "--read-only=ON")
+        _sql(replica, "RESET MASTER")  # its own set-up writes (users) would diverge
+        box.replicate(primary, replica)
+        yield box, primary, replica
+    finally:
+        box.stop_all()
+
+
+def _sql(server: Server, statement: str, db: str | None = None) -> Any:
+    with server.connect(db) as conn, conn.cursor() as cur:
+        cur.execute(statement)
+        return cur.fetchall()
+
+
+def _replicated(primary: Server, replica: Server) -> None:
+    gtid = origin_gtid(primary)
+    [(done,)] = _sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
+    assert done == 0, f"the replica did not reach {gtid}"
+
+
+def _promote(replica: Server) -> None:
+    """What an operator (or an orchestrator) does: apply what the replica received, stop
+    following the dead primary, and make it writable."""
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("STOP SLAVE IO_THREAD")
+        cur.execute("SHOW SLAVE STATUS")
+        names = [d[0] for d in cur.description]
+        received = dict(zip(names, cur.fetchone(), strict=True))["Gtid_IO_Pos"]
+        cur.execute("SELECT MASTER_GTID_WAIT(%s, 30)", (received,))
+        assert cur.fetchone()[0] == 0
+        cur.execute("STOP SLAVE")
+        cur.execute("RESET SLAVE ALL")
+        cur.execute("SET GLOBAL read_only = 0")
+
+
+class Writer:
+    """Inserts rows start, start+1, … into `t`, one transaction each, until stopped or the
+    server goes away (the kill ends it: expected)."""
+
+    def __init__(self, server: Server, db: str, start: int) -> None:
+        self.server, self.db, self.next = server, db, start
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        try:
+            with self.server.connect(self.db) as conn, conn.cursor() as cur:
+                while not self.stop.is_set():
+                    cur.execute(
+                        "INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))",
+                        (self.next, self.next % 97),
+                    )
+                    self.next += 1
+                    self.stop.wait(0.002)
+        except BaseException as exc:  # noqa: BLE001 - the kill ends the writer on purpose
+            self.error = exc
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _count(server: Server, db: str, where: str = "") -> int:
+    return int(_sql(server, f"SELECT COUNT(*) FROM t {where}", db)[0][0])
+
+
+def _log(s: LocalSite, name: str) -> str:
+    return s.agents[name].log.read_text(errors="replace")
+
+
+def _checkpoint(target: Server) -> Position | None:
+    with target.connect() as conn, conn.cursor() as cur:
+        found = (checkpoints.read_all(cur) or {}).get("origin")
+    return found.position if found else None
+
+
+def test_origin_moves_to_the_promoted_replica_exactly_once(
+    tmp_path: Path, pair: tuple[Sandbox, Server, Server], target: Server, dbname: str
+) -> None:
+    box, primary, replica = pair
+    create([primary, target], dbname, TABLE)  # the replica gets it by replication
+    with target.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE audit (seq INT AUTO_INCREMENT PRIMARY KEY, id INT)")
+        cur.execute(
+            "CREATE TRIGGER t_audit BEFORE INSERT ON t FOR EACH ROW "
+            "INSERT INTO audit (id) VALUES (NEW.id)"
+        )
+    _replicated(primary, replica)
+    candidates = f'candidates = ["127.0.0.1:{replica.port}"]'
+    with site(tmp_path, primary, [target], dbname, origin_extra=candidates) as s:
+        s.start()
+        s.wait_online()
+
+        # Writes run on the primary; its mariadbd is killed for good in the middle of them.
+        with Writer(primary, dbname, 0) as first:
+            wait_until(lambda: _count(target, dbname) > 300, 60, 0.02, "rows on the target")
+            os.kill(primary.pid, signal.SIGKILL)
+            first.thread.join(30)
+        assert first.error is not None  # the writer lost its server
+        box.stop("primary")  # reaps it; it never comes back
+
+        # No server qualifies: the primary is gone, the replica still follows it (read-only).
+        refused = "no origin server can be captured"
+        wait_until(lambda: refused in _log(s, "origin"), 60, 0.1, "the refused candidates")
+        assert "running replica" in _log(s, "origin") or "read_only" in _log(s, "origin")
+
+        # kill -9 of the origin agent during the failover, and a start while the config's
+        # host is still the dead primary.
+        s.kill("origin")
+        seen = _log(s, "origin").count(refused)
+        s.start("origin")
+        wait_until(lambda: _log(s, "origin").count(refused) > seen, 60, 0.1, "the restarted agent")
+        assert "capture moves" not in _log(s, "origin")
+
+        _promote(replica)
+        with Writer(replica, dbname, 1_000_000) as second:
+            wait_until(
+                lambda: _count(target, dbname, "WHERE id >= 1000000") > 200,
+                90,
+                0.05,
+                "rows written on the new primary reaching the target",
+            )
+        assert second.error is None, second.error
+        assert f"to 127.0.0.1:{replica.port}" in _log(s, "origin")
+
+        # The target ends equal to the new primary: every row once, none twice.
+        final = Position.of_state(origin_gtid(replica))
+        try:
+            wait_until(
+                lambda: (_checkpoint(target) or Position.of_state("")).key >= final.key,
+                90,
+                0.05,
+                f"the target's checkpoint reaching {final}",
+            )
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}\n{s.logs()}") from None
+        reached = _checkpoint(target)
+        assert reached is not None and reached.by_gtid and reached.gtid == final.gtid
+        problem = differences(replica, target, dbname, "t")
+        assert not problem, problem
+        [(_t, replica_sum)] = _sql(replica, "CHECKSUM TABLE t", dbname)
+        [(_t, target_sum)] = _sql(target, "CHECKSUM TABLE t", dbname)
+        assert replica_sum == target_sum
+        rows = _count(replica, dbname)
+        [(applied, distinct)] = _sql(
+            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        )
+        assert (applied, distinct) == (rows, rows)
+
+        # status shows GTIDs: the hub's head is the new primary's state.
+        status = fetch_status(str(s.agents["hub"].config), timeout=5)
+        head = Position.from_json(status["origins"][0]["head"])
+        assert head.by_gtid and head.gtid == final.gtid and "-12-" in final.gtid

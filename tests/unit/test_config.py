@@ -76,6 +76,19 @@ def _client(tmp_path: Path, body: str) -> Path:
             "target.apply_schema_changes must be one of off, additive, all, got 'some'",
         ),
         ("[origin]\nserver_id = 5\nsevrer = 1\n", "unknown key(s): sevrer"),
+        ("[origin]\nserver_id = 5\ncandidates = 'db2:3306'\n", "origin.candidates must be list"),
+        (
+            "[origin]\nserver_id = 5\ncandidates = ['db2']\n",
+            'origin.candidates[0] must be "host:port"',
+        ),
+        (
+            "[origin]\nserver_id = 5\ncandidates = ['db2:0']\n",
+            'origin.candidates[0] must be "host:port"',
+        ),
+        (
+            "[origin]\nserver_id = 5\nhost = 'db1'\ncandidates = ['db2:3306', 'db1:3306']\n",
+            "origin.candidates[1] 'db1:3306' is named twice (or is origin.host:port)",
+        ),
         ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
         ("max_message_bytes = 65536\n[target]\n", "max_message_bytes must be between 1048576"),
         ("max_message_bytes = 2147483648\n[target]\n", "and 1073741824 (1 GiB)"),
@@ -322,3 +335,17 @@ def test_a_metrics_port_in_use_is_a_config_error(tmp_path: Path) -> None:
             serve(Metrics("127.0.0.1", port), CollectorRegistry())
     assert f"metrics.port {port}" in str(error.value) and "in use" in str(error.value)
     assert "[metrics]" in error.value.fix
+
+
+def test_origin_candidates_share_the_origins_credentials(tmp_path: Path) -> None:
+    body = (
+        "[origin]\nserver_id = 5\nhost = 'db1'\nuser = 'cap'\npassword_env = 'PW'\n"
+        "candidates = ['db2:3307', '10.0.0.3:3306']\n"
+    )
+    origin = load_client(_client(tmp_path, body), env={"PW": "s3cret"}).origin
+    assert origin is not None
+    assert [(d.host, d.port, d.user, d.password) for d in origin.servers] == [
+        ("db1", 3306, "cap", "s3cret"),
+        ("db2", 3307, "cap", "s3cret"),
+        ("10.0.0.3", 3306, "cap", "s3cret"),
+    ]

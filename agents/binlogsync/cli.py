@@ -89,7 +89,8 @@ def cmd_skip(args: argparse.Namespace) -> int:
 
 
 def _position_arg(text: str) -> Any:
-    """FILE:OFFSET, checked while the arguments are parsed (a mistake exits 2)."""
+    """A GTID state or FILE:OFFSET, checked while the arguments are parsed (a mistake exits
+    2)."""
     from .errors import ProtocolError
     from .position import Position
 
@@ -258,7 +259,8 @@ def parser() -> argparse.ArgumentParser:
         "--position",
         required=True,
         type=_position_arg,
-        help="FILE:OFFSET of the failing transaction",
+        help="the failing transaction's GTID state as its error and `status` show it (e.g. "
+        "0-1-100; MariaDB), or FILE:OFFSET for an origin without GTIDs",
     )
     s.add_argument("--reason", required=True, help="why; recorded in binlogsync.skipped")
     s.set_defaults(func=cmd_skip)
@@ -274,8 +276,9 @@ def parser() -> argparse.ArgumentParser:
         "--to",
         required=True,
         type=_position_or_current,
-        help="FILE:OFFSET where capture resumes (the end of the transaction `status` shows), "
-        "or 'current' for the origin's binlog position now (after a reseed)",
+        help="where capture resumes: the end of the transaction `status` shows, as a GTID "
+        "state (e.g. 0-1-100; MariaDB) or FILE:OFFSET (no GTIDs), or 'current' for the "
+        "origin's position now (after a reseed)",
     )
     s.add_argument("--reason", required=True, help="why; recorded in the hub's log")
     s.add_argument(

@@ -10,6 +10,9 @@ from typing import Any
 def _pos(p: dict[str, Any] | None) -> str:
     if not p:
         return "-"
+    if p.get("scheme") == "gtid":  # the GTID state first: it is what `skip` takes
+        state = p.get("gtid") or "(empty GTID state)"
+        return f"{state} ({p['file']}:{p['offset']})" if p.get("file") else state
     return f"{p['file']}:{p['offset']}" + (f" ({p['gtid']})" if p.get("gtid") else "")
 
 

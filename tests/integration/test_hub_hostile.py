@@ -701,6 +701,7 @@ ORIGIN_CASES: list[tuple[str, list[bytes]]] = [
         ]
     ],  # fmt: skip
     ("version BLS1", [b"BLS1", frames.PING, pack({})]),
+    ("version BLS2", [b"BLS2", frames.PING, pack({})]),  # before GTID positions
     ("version empty", [b"", frames.PING, pack({})]),
     ("one frame", [frames.VERSION]),
     ("two frames", [frames.VERSION, frames.PING]),

@@ -103,3 +103,12 @@ def test_missing_from_says_which_gtids_a_server_lacks() -> None:
     assert missing_from("0-2-100", "0-1-100") == ["0-1-100"]  # the same seq by another server
     assert missing_from("0-1-100", "0-1-100,1-2-7") == ["1-2-7"]  # a domain it never saw
     assert missing_from("", "") == [] and parse_state("") == {}
+
+
+def test_status_shows_the_gtid_state_first() -> None:
+    from binlogsync.statusview import _pos as shown
+
+    gtid = Position.of_state("0-1-100", "binlog.000003", 1234).to_json()
+    assert shown(gtid) == "0-1-100 (binlog.000003:1234)"
+    assert Position.parse(shown(gtid)) == Position.of_state("0-1-100")  # what skip takes
+    assert shown(Position("binlog.000003", 1234, "0-1-5").to_json()) == "binlog.000003:1234 (0-1-5)"

@@ -2,7 +2,7 @@
 
 Every message is a multipart ZeroMQ message:
 
-    frame 0   b"BLS2"            protocol name and version
+    frame 0   b"BLS3"            protocol name and version
     frame 1   kind               ASCII, one of KINDS
     frame 2   header             msgpack map, fields per kind (checked here)
     frame 3…  bodies             BATCH, DELIVER and REPAIR only: one msgpack transaction or
@@ -30,7 +30,7 @@ from ..model import CheckedBody, Part, Transaction, body_from_wire
 from ..model import check_body as model_check_body
 from ..position import Position
 
-VERSION = b"BLS2"
+VERSION = b"BLS3"  # BLS3: GTID positions (a BLS2 peer would misread them)
 
 HELLO, WELCOME, BATCH, ACK = b"HELLO", b"WELCOME", b"BATCH", b"ACK"
 DELIVER, APPLIED, FAILED, HALTED = b"DELIVER", b"APPLIED", b"FAILED", b"HALTED"

@@ -323,7 +323,19 @@ def _position(data: Any) -> Position:
         ):
             file_number(file)  # the file name's checks
             return Position(file, offset, gtid)
-    return Position.from_wire(data)  # GTID positions (4 items) too
+    elif type(data) is list and len(data) == 4 and data[3] == "gtid":
+        file, offset, state, _scheme = data
+        if (
+            type(file) is str
+            and len(file) <= _MAX_GTID
+            and type(offset) is int
+            and 0 <= offset < _OFFSET_LIMIT
+            and type(state) is str
+        ):
+            position = Position(file, offset, state, "gtid")
+            position.key  # noqa: B018 - the state's checks (cached: the key is asked again)
+            return position
+    return Position.from_wire(data)
 
 
 def _finite_time(value: Any) -> bool:

@@ -140,9 +140,12 @@ def _pos(text: str) -> Position:
 def _text(position: Position) -> str:
     """`json.dumps(position.to_json())`, exactly, at a fraction of its cost (once per stored
     transaction): the file name's text is cached, the rest is formatted directly."""
-    if position.scheme != "file":
-        return json.dumps(position.to_json())
     gtid = position.gtid
+    if position.scheme != "file":
+        return (
+            f'{{"file": {_json_text(position.file)}, "offset": {position.offset}, "gtid": '
+            f'{_json_string(gtid or "")}, "scheme": "gtid"}}'
+        )
     return (
         f'{{"file": {_json_text(position.file)}, "offset": {position.offset}, "gtid": '
         f"{'null' if gtid is None else _json_string(gtid)}}}"

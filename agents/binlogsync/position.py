@@ -98,18 +98,30 @@ def _gtid_key(text: str) -> int:
     return GTID_BASE + total
 
 
-def missing_from(have: str, need: str) -> list[str]:
+def missing_from(have: str, need: str, written: str | None = None) -> list[str]:
     """The GTIDs of state `need` that a server whose @@gtid_binlog_pos is `have` lacks, as
-    far as the two states tell: a domain it has not reached, or the same sequence number
-    written by another server (a diverged history). [] when `have` contains `need`.
+    far as its states tell: a domain it has not reached, the same sequence number written by
+    another server, or — with `written`, its @@gtid_binlog_state (the last sequence number
+    of every domain and server in its binlog) — no GTID of our server at or above ours in
+    that domain (it went past our sequence number on another history). [] when `have`
+    contains `need`.
 
-    Deeper divergence (the same last GTID, different history before it) is caught by the
-    server itself when capture connects by GTID (strict mode: error 1236)."""
+    A history that diverged and later passed through the same server again is caught by
+    the server itself when capture connects by GTID (strict mode: error 1236)."""
     mine, theirs = parse_state(have), parse_state(need)
+    lasts: set[tuple[int, int]] | None = None
+    by_server: dict[tuple[int, int], int] = {}
+    if written is not None:
+        for item in written.split(",") if written.strip() else ():
+            domain, server, seq = (int(p) for p in item.strip().split("-"))
+            by_server[(domain, server)] = max(seq, by_server.get((domain, server), 0))
+        lasts = set(by_server)
     lacking = []
     for domain, (server, seq) in sorted(theirs.items()):
         got = mine.get(domain)
         if got is None or got[1] < seq or (got[1] == seq and got[0] != server):
+            lacking.append(f"{domain}-{server}-{seq}")
+        elif lasts is not None and by_server.get((domain, server), -1) < seq:
             lacking.append(f"{domain}-{server}-{seq}")
     return lacking
 

@@ -152,9 +152,12 @@ def test_a_state_the_server_does_not_hold_is_refused_before_and_by_the_server(
         check_origin(_db(primary), next(_ids), tables, Position.of_state(f"0-31-{seq + 5}"))
     with pytest.raises(PreflightError, match="lacks 0-77-"):
         check_origin(_db(primary), next(_ids), tables, Position.of_state(f"0-77-{seq}"))
-    # A lower GTID of another server: our check cannot see it from the states alone; the
-    # server does (strict mode), when capture connects by GTID.
+    # A lower GTID of another server: @@gtid_binlog_state shows server 77 never wrote here …
     diverged = Position.of_state(f"0-77-{seq - 1}")
+    with pytest.raises(PreflightError, match=f"lacks 0-77-{seq - 1}"):
+        check_origin(_db(primary), next(_ids), tables, diverged)
+    assert f"lacks GTID(s) 0-77-{seq - 1}" in (problem(_db(primary), diverged) or "")
+    # … and the server refuses it too (strict mode), when capture connects by GTID.
     reader = BinlogReader(_db(primary), next(_ids), diverged, tables, heartbeat=0.2)
     try:
         with pytest.raises(BinlogsyncError, match="0-77-"):

@@ -103,6 +103,11 @@ def test_missing_from_says_which_gtids_a_server_lacks() -> None:
     assert missing_from("0-2-100", "0-1-100") == ["0-1-100"]  # the same seq by another server
     assert missing_from("0-1-100", "0-1-100,1-2-7") == ["1-2-7"]  # a domain it never saw
     assert missing_from("", "") == [] and parse_state("") == {}
+    # With @@gtid_binlog_state: a promoted replica has the old primary's GTIDs up to ours …
+    assert missing_from("0-2-120", "0-1-100", "0-1-110,0-2-120") == []
+    # … a server that went past our seq on another history never had ours.
+    assert missing_from("0-2-120", "0-1-100", "0-1-90,0-2-120") == ["0-1-100"]
+    assert missing_from("0-2-120", "0-1-100", "0-2-120") == ["0-1-100"]
 
 
 def test_status_shows_the_gtid_state_first() -> None:

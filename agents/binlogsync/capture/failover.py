@@ -8,9 +8,9 @@ it checks the servers, the current one first, and reads the first that is all of
 - writable (`@@read_only = 0`) and not a running replica (no replication thread running):
   a promoted replica, never one still following the old primary;
 - holding every GTID of the position capture resumes from, the hub's acknowledged state
-  (`position.missing_from` on its `@@gtid_binlog_pos`: each domain's sequence number at least
-  ours, and ours written by the same server). The server checks the rest of the history when
-  capture connects by GTID in strict mode.
+  (`position.missing_from` on its `@@gtid_binlog_pos` and `@@gtid_binlog_state`: each
+  domain's sequence number at least ours, and our server's GTIDs in its binlog up to ours).
+  The server checks the rest of the history when capture connects by GTID in strict mode.
 
 A candidate that fails is logged with its reason and passed over; when none qualifies capture
 waits and checks again (UnreachableError: retried). Nothing is assumed: a replica that has not
@@ -42,8 +42,8 @@ def problem(db: DatabaseSettings, resume: Position) -> str | None:
         return f"unreachable ({exc.message})"
     try:
         with mysql.errors(db, doing, PreflightError), conn.cursor() as cur:
-            cur.execute("SELECT @@read_only, @@gtid_binlog_pos")
-            read_only, have = cur.fetchone()
+            cur.execute("SELECT @@read_only, @@gtid_binlog_pos, @@gtid_binlog_state")
+            read_only, have, written = cur.fetchone()
             if int(read_only):
                 return "read_only is ON (not promoted)"
             following = _replicating(cur)
@@ -51,7 +51,7 @@ def problem(db: DatabaseSettings, resume: Position) -> str | None:
                 return f"it is a running replica of {following}"
             if not resume.by_gtid:
                 return f"the resume position {resume} is a binlog file position (no GTIDs)"
-            lacking = missing_from(str(have or ""), resume.gtid or "")
+            lacking = missing_from(str(have or ""), resume.gtid or "", str(written or ""))
             if lacking:
                 return (
                     f"it lacks GTID(s) {', '.join(lacking[:5])} that the hub already holds "

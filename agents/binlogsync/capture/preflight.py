@@ -161,9 +161,9 @@ def _check_gtid_resume(cur: Any, where: str, resume: Position) -> None:
             "point the origin at the MariaDB server (or a replica holding its GTIDs), or "
             "reseed the targets and start a new hub log for this origin",
         )
-    cur.execute("SELECT @@gtid_binlog_pos")
-    have = str(cur.fetchone()[0] or "")
-    lacking = missing_from(have, resume.gtid or "")
+    cur.execute("SELECT @@gtid_binlog_pos, @@gtid_binlog_state")
+    have, written = (str(v or "") for v in cur.fetchone())
+    lacking = missing_from(have, resume.gtid or "", written)
     if lacking:
         raise PreflightError(
             f"{where} does not hold the GTIDs capture resumes from ({resume}): it lacks "

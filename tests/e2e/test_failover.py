@@ -1,5 +1,6 @@
 """Origin failover: the origin's MariaDB dies for good (kill -9) under writes, its native
-replica is promoted, and the origin agent moves capture there by GTID.
+replica is promoted, and the origin agent moves capture there by GTID; then the same by hand
+(the config's host changed to the new primary, the agent restarted).
 
 The pair: a primary and a replica (`log_slave_updates=ON`, `gtid_strict_mode=ON`,
 `read_only=ON` until promoted), the origin agent configured with the primary as
@@ -199,3 +200,24 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         status = fetch_status(str(s.agents["hub"].config), timeout=5)
         head = Position.from_json(status["origins"][0]["head"])
         assert head.by_gtid and head.gtid == final.gtid and "-12-" in final.gtid
+
+        # By hand: the config names the new primary (no candidates), the agent restarts.
+        s.stop("origin")
+        _sql(replica, "INSERT INTO t VALUES (2000000, 1, 'while the agent is down')", dbname)
+        s.origin, s.origin_extra = replica, ""
+        s._write_clients()
+        assert f"port = {replica.port}" in s.agents["origin"].config.read_text()
+        assert "candidates" not in s.agents["origin"].config.read_text()
+        s.start("origin")
+        _sql(replica, "INSERT INTO t VALUES (2000001, 1, 'after')", dbname)
+        last = Position.of_state(origin_gtid(replica))
+        wait_until(
+            lambda: (_checkpoint(target) or final).key >= last.key, 60, 0.05, "the by-hand move"
+        )
+        problem = differences(replica, target, dbname, "t")
+        assert not problem, problem
+        rows = _count(replica, dbname)
+        [(applied, distinct)] = _sql(
+            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        )
+        assert (applied, distinct) == (rows, rows)

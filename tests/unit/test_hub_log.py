@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from binlogsync.errors import ConfigError
 from binlogsync.hub import log as hublog
 from binlogsync.hub.log import Entry, HubLog
 from binlogsync.position import Position
@@ -23,6 +24,8 @@ TABLES = (("sbtest", "sbtest1"),)
         Position("binlog.000001", 4),
         Position("binlog.000001", (1 << 40) - 1, "0-1-57"),
         Position('odd "name"\\é😀\x01.000007', 0, 'gtid "quoted"\\ü😀\n\x7f'),
+        Position.of_state("0-1-100,1-2-7", 'odd "name"\\é😀\x01.000007', 1234),
+        Position.of_state(""),
     ],
 )
 def test_position_text_is_exactly_what_json_dumps_wrote(position: Position) -> None:
@@ -70,3 +73,34 @@ def test_a_new_log_has_16k_pages_and_an_old_4k_log_is_read_and_appended_alike(
     assert read[new] == read[old]
     assert [p for p, *_ in read[new]] == [Position("binlog.000001", 100 + n) for n in range(1, 15)]
     assert _page_size(old) == 4096
+
+
+def test_a_log_of_format_2_is_read_and_marked_3_so_older_versions_refuse_it(
+    tmp_path: Path,
+) -> None:
+    """Format 2 held file positions only, read the same; once this version may have stored GTID
+    positions, a binlogsync that would read them as file positions must refuse the log."""
+    store = HubLog(tmp_path)
+    store.register("o", Position("binlog.000001", 4))
+    store.append("o", _entries(1, 3))
+    store.close()
+    db = sqlite3.connect(tmp_path / "hub.sqlite3")
+    with db:
+        db.execute("UPDATE meta SET value='2' WHERE key='format'")
+    db.close()
+    again = HubLog(tmp_path)
+    head = again.head("o")
+    assert head is not None and not head.by_gtid and head == _entries(3, 1)[0].position
+    [(form,)] = again.db.execute("SELECT value FROM meta WHERE key='format'").fetchall()
+    assert form == "3"
+    # The crossing: GTID positions after the file ones, in order.
+    crossed = Entry(Position.of_state("0-1-4", "binlog.000001", 200), 2.0, b"y", tables=TABLES)
+    assert again.append("o", [crossed]) == (crossed.position, 1)
+    assert [e.position for e in again.read("o", -1, 10)][-1].by_gtid
+    again.close()
+    db = sqlite3.connect(tmp_path / "hub.sqlite3")
+    with db:
+        db.execute("UPDATE meta SET value='9' WHERE key='format'")
+    db.close()
+    with pytest.raises(ConfigError, match="has format 9, this hub writes 3"):
+        HubLog(tmp_path)

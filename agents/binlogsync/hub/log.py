@@ -84,7 +84,12 @@ CREATE TABLE IF NOT EXISTS capture_skips (
     at REAL NOT NULL
 );
 """
-_FORMAT = "2"  # the layout above; a log of another layout is refused, never misread
+# The layout above; a log of another layout is refused, never misread. Format 3 may hold GTID
+# positions (position.py), which a binlogsync of format 2 would read as file positions: a log
+# of format 2 (file positions only, read the same) is marked 3 when opened, so the older
+# version refuses it from then on instead of misreading it.
+_FORMAT = "3"
+_UPGRADES = {"2": "file positions only: read the same, marked 3 when opened"}
 _UNKNOWN: Any = object()
 PAGE_SIZE = 16384  # for new logs
 
@@ -192,7 +197,10 @@ class HubLog:
             )
         if "meta" in tables:
             row = self.db.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-            if row is not None and row[0] != _FORMAT:
+            if row is not None and row[0] in _UPGRADES:
+                with self.db:
+                    self.db.execute("UPDATE meta SET value=? WHERE key='format'", (_FORMAT,))
+            elif row is not None and row[0] != _FORMAT:
                 raise ConfigError(
                     f"the hub log {self.path} has format {row[0]}, this hub writes {_FORMAT}",
                     "run the binlogsync version that wrote it, or move the data_dir aside",

@@ -119,6 +119,12 @@ def cmd_capture_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_seed(args: argparse.Namespace) -> int:
+    from .seed.cli import run_from_args
+
+    return run_from_args(args)
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .devsite.sandbox import Sandbox
 
@@ -282,6 +288,17 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, help="seconds to wait for the origin's agent"
     )
     s.set_defaults(func=cmd_capture_skip)
+
+    s = command(
+        "seed",
+        "copy the origin's current rows to a target through the hub while writes go on, then "
+        "hand over to the stream (a new target, a newly routed table, a reseed); resumable; "
+        "needs an admin key",
+    )
+    from .seed.cli import add_arguments as seed_arguments  # argparse only
+
+    seed_arguments(s)
+    s.set_defaults(func=cmd_seed)
 
     s = command("sandbox", "throwaway MariaDB servers on loopback")
     s.add_argument(

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,81 @@ def test_seed_survives_kill_9_of_an_agent(
         report = json.loads(out)
         assert {t["table"]: t for t in report["tables"]}[f"{dbname}.t"]["rows"] > 35_000
         wait_equal(s, dbname, ["t", "u"], timeout=120)
+
+
+def test_seed_creates_a_table_the_target_lacks_when_schema_changes_are_followed(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin], dbname, T, U)
+    create([target], dbname)
+    _fill(origin, dbname, 3_000)
+    kw = {"target_extra": 'apply_schema_changes = "additive"'}
+    with site(tmp_path, origin, [target], dbname, **kw) as s:  # type: ignore[arg-type]
+        s.start()
+        s.wait_online()
+        run_seed(s, target)
+        wait_equal(s, dbname, ["t", "u"])
+
+
+def test_seed_into_a_missing_table_stops_with_its_name(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin], dbname, T, U)
+    create([target], dbname, U)  # no t, and schema changes are not followed (the default)
+    _fill(origin, dbname, 100)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        done = subprocess.run(
+            seed_command(s, target, "--give-up", "20"), capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode != 0
+        assert f"{dbname}.t" in done.stderr or f"`{dbname}`.`t`" in done.stderr, done.stderr
+        assert "seed" in done.stderr
+
+
+def test_reseed_lifts_a_target_that_fell_behind_the_hub_and_the_binlog(
+    tmp_path: Path, sandbox: Any, target: Server, dbname: str
+) -> None:
+    """A target whose checkpoint neither the hub's log nor the origin's binlog holds any more
+    is blocked ("reseed needed"); a seed of every table resets it and it is in sync again."""
+    origin = sandbox.servers.get("origin-reseed") or sandbox.start("origin-reseed", 41)
+    create([origin, target], dbname, T, U)
+    _fill(origin, dbname, 5_000)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect() as conn, conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            first_file = cur.fetchall()[0][0]
+            cur.execute("FLUSH BINARY LOGS")
+            cur.execute("SHOW MASTER STATUS")
+            current = cur.fetchone()[0]
+            cur.execute(f"PURGE BINARY LOGS TO '{current}'")
+        s.stop(target.name)
+        with target.connect() as conn, conn.cursor() as cur:
+            cur.execute(
+                "REPLACE INTO binlogsync.checkpoint (origin, pos_key, file, `offset`) "
+                "VALUES ('origin', %s, %s, 4)",
+                ((int(first_file.rsplit(".", 1)[1]) << 40) | 4, first_file),
+            )
+        s.start(target.name)
+        hub = str(s.agents["hub"].config)
+        from binlogsync.hubcommands import fetch_status
+
+        def blocked() -> str:
+            rows = [t for t in fetch_status(hub)["targets"] if t["target"] == target.name]
+            return str(rows[0]["blocked"] or "")
+
+        wait_until(lambda: "reseed needed" in blocked(), 30, what="the target blocked")
+        partial = subprocess.run(
+            seed_command(s, target, "--tables", f"{dbname}.t"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert partial.returncode != 0 and "without --tables" in partial.stderr, partial.stderr
+        with Writer(origin, dbname, 5_000):
+            run_seed(s, target, "--chunk-rows", "1000")
+        wait_until(lambda: blocked() == "", 30, what="the block lifted")
+        wait_equal(s, dbname, ["t", "u"])

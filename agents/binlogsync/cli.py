@@ -166,7 +166,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.which == "large-tx":
         from .devsite.large_tx import main as large_tx_main
 
+        args.sizes = args.sizes or "1000000,5000000"
         return large_tx_main(args)
+    if args.which == "seed":
+        from .devsite.seed_bench import main as seed_main
+
+        args.sizes = args.sizes or "1000000,10000000"
+        return seed_main(args)
     if args.which == "oltp":
         from .devsite.oltp_bench import main as oltp_main
 
@@ -312,9 +318,10 @@ def parser() -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx", "oltp"],
+        choices=["paper", "large-tx", "oltp", "seed"],
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
-        "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU)",
+        "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
+        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running",
     )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
@@ -323,8 +330,9 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--sizes",
-        default="1000000,5000000",
-        help="large-tx: rows per transaction, comma-separated",
+        default=None,
+        help="large-tx: rows per transaction (default 1000000,5000000); seed: rows of the "
+        "table (default 1000000,10000000); comma-separated",
     )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")

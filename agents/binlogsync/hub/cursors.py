@@ -26,6 +26,7 @@ class Repair:
     snapshot: Position
     body: bytes
     seed: SeedChunk | None = None  # a seed's chunk (hub/seeds.py)
+    tables: tuple[tuple[str, str], ...] = ()  # the (schema, table)s its changes touch
 
 
 @dataclass

@@ -64,7 +64,10 @@ class Repairs:
         cursor = self.cursor_of(target, origin)
         if len(message.bodies) != 1:
             raise ProtocolError("REPAIR carries exactly one transaction")
-        message.transactions(self.max_bytes)  # checked now, not when the target gets it
+        # Checked now, not when the target gets it.
+        checked = frames.check_body(message.bodies[0], self.max_bytes)
+        if checked.number != 0:
+            raise ProtocolError("REPAIR carries whole transactions only")
         if snapshot.key < self.floor_key(origin):
             raise StaleSnapshotError(
                 f"repair snapshot {snapshot} is older than what the hub still holds for {origin}",
@@ -80,7 +83,9 @@ class Repairs:
             cursor.seed_hold_until = time.monotonic() + SEED_HOLD
         if snapshot.gtid is None and head is not None and head.key == snapshot.key:
             snapshot = head  # same place; the GTID lets `caught up` checks compare GTIDs
-        cursor.repairs.append(Repair(identity, header["id"], snapshot, message.bodies[0], seed))
+        cursor.repairs.append(
+            Repair(identity, header["id"], snapshot, message.bodies[0], seed, checked.tables)
+        )
         log.info(
             "repair %s for %s from %s queued (snapshot %s)", header["id"], target, origin, snapshot
         )
@@ -123,7 +128,10 @@ class Repairs:
         if cursor.repair_seq is not None:
             return
         repair = cursor.repairs[0]
-        tx = self.router.for_target(origin, target, Transaction.from_wire(unpack(repair.body)))
+        body = repair.body  # as it came, unless the route renames its schemas
+        if not self.router.unchanged(origin, target, repair.tables):
+            tx = Transaction.from_wire(unpack(repair.body))
+            body = pack(self.router.for_target(origin, target, tx).to_wire())
         header = {
             "origin": origin,
             "seq": cursor.next_seq,
@@ -135,7 +143,7 @@ class Repairs:
             header["seed"] = True
             header["reset"] = repair.seed.reset
         host = self.hosts[target]
-        if self.send(host.identity, frames.DELIVER, header, [pack(tx.to_wire())]):
+        if self.send(host.identity, frames.DELIVER, header, [body]):
             cursor.repair_seq = cursor.next_seq
             cursor.next_seq += 1
 

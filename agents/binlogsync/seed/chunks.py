@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply.statements import ident, qualified
+from ..codec import pack, unpack
 from ..position import Position
 from ..reconcile import pinning
 from ..reconcile.checksums import after_where, rows_sql
@@ -48,7 +49,8 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
         pinning.end(conn)
     last = None
     if rows:
-        last = tuple(rows[-1][table.columns.index(c)] for c in table.key)
+        # Key values as query parameters again (the reader gives some as codec values).
+        last = tuple(unpack(pack([rows[-1][table.columns.index(c)] for c in table.key])))
     return Chunk(snapshot, rows, last)
 
 

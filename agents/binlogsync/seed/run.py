@@ -30,13 +30,12 @@ from typing import Any
 
 import pymysql
 
-from ..codec import pack, unpack
+from ..codec import pack, text_conversions, unpack
 from ..config import DatabaseSettings
 from ..errors import ProtocolError, StaleSnapshotError, UnreachableError, UsageError
 from ..hub.seeds import SeedChunk
 from ..hubcommands import fetch_status
-from ..model import Change
-from ..position import Position
+from ..model import Change, Transaction
 from ..reconcile.connections import close, connect
 from . import chunks, sender
 from .progress import Progress
@@ -143,11 +142,16 @@ def seed(options: SeedOptions, progress: Progress | None = None) -> SeedReport:
         for r in status.get("seeds", [])
         if r["origin"] == options.origin and r["target"] == options.target
     }
-    conn = connect(options.source, "origin")
     started = time.monotonic()
+    conn = connect(options.source, "origin")
     try:
         with conn.cursor() as cur:
             tables = plan(cur, routed, options.tables)
+    finally:
+        close(conn)
+    # Rows are read with the codec's converters: values go to msgpack without being parsed.
+    conn = connect(options.source, "origin", conv=text_conversions())
+    try:
         run, resume = _resume(options, tables, records)
         report = SeedReport(options.origin, options.target, run, bool(resume))
         if resume:
@@ -258,14 +262,27 @@ class _Driver:
         confirmed, raises _Timeout when confirmations stop coming."""
         first, reset, after, sent_rows = self.fresh, self.reset, self.key, self.rows
         total = max(table.estimate, self.rows)
+        index = [table.columns.index(c) for c in table.key]
         while True:
             self._pace()
             limit = self._limit()
             chunk = chunks.read(self.conn, table, after, limit)
             complete = len(chunk.rows) < limit
-            for piece, last, is_last in self._pieces(table, chunk):
-                sent_rows += len(piece)
-                last = last if last is not None else after
+            # A chunk whose message would pass chunk_bytes goes in halves (an empty chunk
+            # still goes: a table's first chunk empties the target's table).
+            pieces = [chunk.rows]
+            while pieces:
+                rows = pieces.pop(0)
+                body = pack(
+                    Transaction(chunk.snapshot, time.time(), tuple(self._changes(table, rows, first)))
+                    .to_wire()
+                )  # fmt: skip
+                if len(body) > self.options.chunk_bytes and len(rows) > 1:
+                    half = len(rows) // 2
+                    pieces[:0] = [rows[:half], rows[half:]]
+                    continue
+                sent_rows += len(rows)
+                last = [rows[-1][i] for i in index] if rows else after
                 seed = SeedChunk(
                     self.run,
                     table.schema,
@@ -273,13 +290,15 @@ class _Driver:
                     first,
                     reset,
                     None if last is None else pack(list(last)),
-                    len(piece),
+                    len(rows),
                     sent_rows,
                     max(total, sent_rows),
-                    complete and is_last,
+                    complete and not pieces,
                     started,
                 )
-                self._send(table, chunk.snapshot, piece, seed)
+                chunk_id = self.link.send(chunk.snapshot, body, seed)
+                self.inflight.append(_InFlight(chunk_id, seed, time.monotonic()))
+                self.sent_rows += len(rows)
                 out.chunks += 1
                 out.last_snapshot = str(chunk.snapshot)
                 if first or reset:
@@ -307,29 +326,10 @@ class _Driver:
         if ahead > 0:
             time.sleep(ahead)  # the rate limit itself: nothing to poll
 
-    def _pieces(
-        self, table: SeedTable, chunk: chunks.Chunk
-    ) -> list[tuple[list[tuple[Any, ...]], chunks.Key | None, bool]]:
-        """The chunk's rows cut so that each message stays under chunk_bytes (an empty chunk
-        is one empty piece: a table's first chunk must still go, to empty the target's)."""
-        if not chunk.rows:
-            return [([], None, True)]
-        size = len(pack(chunk.rows))
-        count = max(1, -(-size // self.options.chunk_bytes))
-        step = -(-len(chunk.rows) // count)
-        index = [table.columns.index(c) for c in table.key]
-        out: list[tuple[list[tuple[Any, ...]], chunks.Key | None, bool]] = []
-        for start in range(0, len(chunk.rows), step):
-            piece = chunk.rows[start : start + step]
-            last = tuple(piece[-1][i] for i in index)
-            out.append((piece, last, start + step >= len(chunk.rows)))
-        return out
-
-    def _send(
-        self, table: SeedTable, snapshot: Position, rows: list[tuple[Any, ...]], seed: SeedChunk
-    ) -> None:
+    @staticmethod
+    def _changes(table: SeedTable, rows: list[tuple[Any, ...]], first: bool) -> list[Change]:
         changes = []
-        if seed.first:
+        if first:
             changes.append(
                 Change(
                     "ddl",
@@ -345,9 +345,7 @@ class _Driver:
             changes.append(
                 Change("insert", table.schema, table.table, table.columns, (), tuple(rows))
             )
-        chunk_id = self.link.send(snapshot, changes, seed)
-        self.inflight.append(_InFlight(chunk_id, seed, time.monotonic()))
-        self.sent_rows += len(rows)
+        return changes
 
     def _drain(self, keep: int) -> None:
         """Wait until at most `keep` chunks are unconfirmed; note what the target confirmed."""

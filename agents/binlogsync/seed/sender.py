@@ -8,19 +8,16 @@ the target could not apply one, and the message says which and why.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import zmq
 
-from ..codec import pack
 from ..errors import ApplyError, StaleSnapshotError
 from ..hub.seeds import SeedChunk
-from ..model import Change, Transaction
 from ..position import Position
 from ..transport import frames
 from ..transport.admin import admin_socket
@@ -36,9 +33,9 @@ class Sender:
     def __init__(self, sock: zmq.Socket[bytes], endpoint: str, origin: str, target: str) -> None:
         self.sock, self.endpoint, self.origin, self.target = sock, endpoint, origin, target
 
-    def send(self, snapshot: Position, changes: Sequence[Change], seed: SeedChunk) -> str:
+    def send(self, snapshot: Position, body: bytes, seed: SeedChunk) -> str:
+        """Send one chunk (`body`: a packed transaction at `snapshot`); returns its id."""
         chunk_id = uuid.uuid4().hex[:12]
-        body = pack(Transaction(snapshot, time.time(), tuple(changes)).to_wire())
         header: dict[str, Any] = {
             "origin": self.origin,
             "target": self.target,

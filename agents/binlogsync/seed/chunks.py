@@ -4,7 +4,7 @@ Each chunk has a snapshot of its own (`START TRANSACTION WITH CONSISTENT SNAPSHO
 binlog position it holds, reconcile/pinning.py), so no transaction stays open longer than one
 chunk's read and nothing is locked: other sessions write on. The rows are the ones with a key
 above the previous chunk's last key, in key order (`ORDER BY` the primary key, `LIMIT n`), as
-whole row images in the types the binlog reader gives (FLOAT widened exactly, SET as a set).
+whole row images (FLOAT widened exactly; DECIMAL and dates as the codec carries them).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ..codec import pack, unpack
 from ..position import Position
 from ..reconcile import pinning
 from ..reconcile.checksums import after_where, rows_sql
+from .rowread import fetch_all
 from .tables import SeedTable
 
 Key = tuple[Any, ...]
@@ -43,8 +44,8 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
     snapshot = pinning.snapshot(conn)
     try:
         with conn.cursor() as cur:
-            cur.execute(sql, params)
-            rows = [_wire(r) for r in cur.fetchall()]
+            bound = cur.mogrify(sql, params)
+        rows = fetch_all(conn, bound)
     finally:
         pinning.end(conn)
     last = None
@@ -52,10 +53,3 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
         # Key values as query parameters again (the reader gives some as codec values).
         last = tuple(unpack(pack([rows[-1][table.columns.index(c)] for c in table.key])))
     return Chunk(snapshot, rows, last)
-
-
-def _wire(row: tuple[Any, ...]) -> tuple[Any, ...]:
-    """Values as the codec carries them (PyMySQL gives SET members as a set of str)."""
-    if not any(isinstance(v, frozenset) for v in row):
-        return row
-    return tuple(set(v) if isinstance(v, frozenset) else v for v in row)

@@ -37,7 +37,7 @@ from ..hub.seeds import SeedChunk
 from ..hubcommands import fetch_status
 from ..model import Change, Transaction
 from ..reconcile.connections import close, connect
-from . import chunks, sender
+from . import chunks, rowread, sender
 from .progress import Progress
 from .tables import SeedTable, plan, route_patterns
 
@@ -130,6 +130,7 @@ class _InFlight:
 def seed(options: SeedOptions, progress: Progress | None = None) -> SeedReport:
     """Copy the tables to the target through the hub; the report says what was done."""
     progress = progress or Progress(quiet=True)
+    rowread.check_library()
     status = fetch_status(options.config)
     routed = route_patterns(status.get("routes", []), options.origin, options.target)
     if not routed:

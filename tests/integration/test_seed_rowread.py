@@ -64,7 +64,9 @@ def test_rows_are_read_as_the_driver_reads_them(target: Server, table: str, conv
             assert cur.fetchone() == (1,)
 
 
-def test_a_query_error_is_the_drivers_and_the_connection_stays_usable(target: Server, table: str) -> None:
+def test_a_query_error_is_the_drivers_and_the_connection_stays_usable(
+    target: Server, table: str
+) -> None:
     import pymysql
 
     with target.connect() as conn:

@@ -7,9 +7,11 @@ other use of the connection waits for the running statement first (`wait`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
+from decimal import Decimal
 from typing import Any
 
 import pymysql
@@ -57,8 +59,13 @@ def bind(connection: Any, sql: str, params: Sequence[Any] | None) -> str:
             out.append("NULL")
         elif kind is bytes:
             out.append("X'" + value.hex() + "'")
+        elif kind is Decimal and value.is_finite():
+            out.append(format(value, "f"))
+        elif kind is float and math.isfinite(value):
+            text = repr(value)
+            out.append(text if "e" in text else text + "e0")
         else:
-            out.append(connection.escape(value))
+            out.append(connection.escape(value))  # and the driver's error for NaN or infinity
     return sql % tuple(out)
 
 

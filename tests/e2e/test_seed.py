@@ -150,6 +150,34 @@ def test_seed_a_new_target_while_writes_go_on(
         assert seeded[f"{dbname}.t"]["rows"] > 25_000  # the writer deletes some
         assert seeded[f"{dbname}.t"]["chunks"] >= 10
         wait_equal(s, dbname, ["t", "u"])
+        shown = subprocess.run(
+            [sys.executable, "-m", "binlogsync.cli", "status", "--config",
+             str(s.agents["hub"].config)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert shown.returncode == 0, shown.stderr
+        seed_rows = [line for line in shown.stdout.splitlines() if f"{dbname}.t " in line]
+        assert seed_rows and "origin -> target" in seed_rows[0] and "done" in seed_rows[0]
+
+
+def test_seed_of_an_offline_target_stops_at_once_saying_so(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    with _site(tmp_path, origin, target, dbname, 10) as s:
+        s.stop(target.name)
+        from binlogsync.hubcommands import fetch_status
+
+        hub = str(s.agents["hub"].config)
+        wait_until(
+            lambda: (
+                not any(h["online"] for h in fetch_status(hub)["hosts"] if h["name"] == target.name)
+            ),
+            30,
+            what="the hub seeing the target offline",
+        )
+        done = subprocess.run(seed_command(s, target), capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0
+        assert "not connected to the hub" in done.stderr, done.stderr
 
 
 def test_seed_adds_one_table_to_a_running_pipeline(

@@ -138,6 +138,13 @@ def seed(options: SeedOptions, progress: Progress | None = None) -> SeedReport:
             f"the hub has no route that sends origin {options.origin} to {options.target}",
             "check --origin and --target against the hub's [[route]] sections",
         )
+    online = {h["name"] for h in status.get("hosts", []) if h.get("online")}
+    if options.target not in online:
+        raise UnreachableError(
+            f"{options.target}'s agent is not connected to the hub, so no chunk could be applied",
+            f"start {options.target}'s agent (`binlogsync status` shows who is online), then "
+            "run the seed again",
+        )
     records = {
         (r["schema_name"], r["table_name"]): r
         for r in status.get("seeds", [])

@@ -120,6 +120,12 @@ def cmd_capture_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_seed(args: argparse.Namespace) -> int:
+    from .seed.cli import run_from_args
+
+    return run_from_args(args)
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from .devsite.sandbox import Sandbox
 
@@ -161,7 +167,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.which == "large-tx":
         from .devsite.large_tx import main as large_tx_main
 
+        args.sizes = args.sizes or "1000000,5000000"
         return large_tx_main(args)
+    if args.which == "seed":
+        from .devsite.seed_bench import main as seed_main
+
+        args.sizes = args.sizes or "1000000,10000000"
+        return seed_main(args)
     if args.which == "oltp":
         from .devsite.oltp_bench import main as oltp_main
 
@@ -286,6 +298,17 @@ def parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_capture_skip)
 
+    s = command(
+        "seed",
+        "copy the origin's current rows to a target through the hub while writes go on, then "
+        "hand over to the stream (a new target, a newly routed table, a reseed); resumable; "
+        "needs an admin key",
+    )
+    from .seed.cli import add_arguments as seed_arguments  # argparse only
+
+    seed_arguments(s)
+    s.set_defaults(func=cmd_seed)
+
     s = command("sandbox", "throwaway MariaDB servers on loopback")
     s.add_argument(
         "action", choices=["start", "stop", "status"], help="start, stop or list the servers"
@@ -298,9 +321,10 @@ def parser() -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx", "oltp"],
+        choices=["paper", "large-tx", "oltp", "seed"],
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
-        "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU)",
+        "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
+        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running",
     )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
@@ -309,8 +333,9 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--sizes",
-        default="1000000,5000000",
-        help="large-tx: rows per transaction, comma-separated",
+        default=None,
+        help="large-tx: rows per transaction (default 1000000,5000000); seed: rows of the "
+        "table (default 1000000,10000000); comma-separated",
     )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")

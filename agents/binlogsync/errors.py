@@ -92,6 +92,15 @@ class SandboxError(BinlogsyncError):
 class ProtocolError(BinlogsyncError):
     """A message on the socket does not follow docs/protocol.md."""
 
+    code = "rejected"  # the ERROR code the hub answers with
+
+
+class StaleSnapshotError(ProtocolError):
+    """A repair or seed chunk was read at a position the hub's log no longer holds: read it
+    again (a fresh snapshot) and send it again."""
+
+    code = "stale-snapshot"
+
 
 class TransportError(BinlogsyncError):
     """A ZeroMQ socket cannot be bound or connected as configured."""

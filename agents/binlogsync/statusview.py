@@ -6,6 +6,8 @@ import datetime as dt
 import time
 from typing import Any
 
+from .seed.progress import duration
+
 
 def _pos(p: dict[str, Any] | None) -> str:
     if not p:
@@ -96,4 +98,22 @@ def render(status: dict[str, Any]) -> str:
             for t in status["targets"]
         ]
     )
+    seeds = status.get("seeds") or []
+    if seeds:
+        lines.append("")
+        lines += _table(
+            [["SEED", "TABLE", "ROWS", "OF ~", "ROWS/S", "STATE", "UPDATED"]]
+            + [
+                [
+                    f"{r['origin']} -> {r['target']}",
+                    r["table"],
+                    f"{r['rows']:,}",
+                    f"{r['total_rows']:,}",
+                    f"{r['rows_per_second']:,.0f}",
+                    "done" if r["done"] else f"ETA {duration(r['eta_seconds'])}",
+                    _ago(r["seconds_since_update"]),
+                ]
+                for r in seeds
+            ]
+        )
     return "\n".join(lines)

@@ -274,11 +274,12 @@ class Applier:
             self._forget()
             raise
 
-    def _follow_schema(self, transaction: Transaction) -> None:
+    def _follow_schema(self, transaction: Transaction, force: bool = False) -> None:
         """Make the target's tables match the definitions in `transaction`'s DDL changes, with
-        statements built here (schemachange.py), or stop with what differs and what to run."""
+        statements built here (schemachange.py), or stop with what differs and what to run.
+        `force`: a seed's definition, current whatever the checkpoint says."""
         checkpoint = self.checkpoint()
-        if checkpoint is not None and transaction.position <= checkpoint:
+        if not force and checkpoint is not None and transaction.position <= checkpoint:
             return  # applied before: never replay an old definition over newer ones
         try:
             conn = self._connection()
@@ -330,9 +331,18 @@ class Applier:
             error = ambiguous.error
             raise error from error.__cause__
 
-    def repair(self, transaction: Transaction, snapshot: Position) -> Position:
+    def repair(
+        self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
+    ) -> Position:
         """Apply a repair (source row images read at `snapshot`) and set the checkpoint to
         min(checkpoint, `snapshot`), in one target transaction; returns the new checkpoint.
+
+        A seed's chunk (`seed`) is a repair that may also start a target: with no checkpoint
+        yet, the checkpoint becomes `snapshot`; its DDL changes carry the origin's table
+        definition, followed first (when apply_schema_changes allows) so that a table the
+        target lacks is made. `reset` (the first chunk of a reseed of every table) sets the
+        checkpoint to `snapshot` even when that is ahead: whatever the target missed before it
+        is replaced by the seed.
 
         Going back is what orders the repair with live changes: the hub then re-sends the
         origin's transactions after the new checkpoint. Every change writes whole row images
@@ -342,8 +352,22 @@ class Applier:
         skipped.
         """
         self.abort_stream()
+        if seed:
+            ddl = tuple(c for c in transaction.changes if c.kind == "ddl")
+            if ddl and self.schema_changes != "off":
+                self._follow_schema(Transaction(snapshot, transaction.timestamp, ddl), force=True)
+            rows = tuple(c for c in transaction.changes if c.kind != "ddl")
+            transaction = Transaction(transaction.position, transaction.timestamp, rows)
         try:
-            result = self._run([transaction], None, across=True, commit=True, rewind=snapshot)
+            result = self._run(
+                [transaction],
+                None,
+                across=True,
+                commit=True,
+                rewind=snapshot,
+                start=seed,
+                reset=reset,
+            )
         except _Ambiguous as ambiguous:
             error = ambiguous.error
             self._forget()
@@ -559,6 +583,8 @@ class Applier:
         commit: bool,
         rewind: Position | None = None,
         reduce: bool = False,
+        start: bool = False,
+        reset: bool = False,
     ) -> Position | None:
         session = self._open_session()
         try:
@@ -577,13 +603,16 @@ class Applier:
             if rewind is not None:
                 # Replay must start at or before both the snapshot and what is applied now:
                 # changes the target has not applied yet must not be skipped (see `repair`).
-                if base is None:
+                if reset or (base is None and start):
+                    new = rewind
+                elif base is None:
                     raise ApplyError(
                         f"target has applied nothing of {self.origin} yet; a repair needs a "
                         "checkpoint",
                         "wait until the target has caught up, then repair",
                     )
-                new = rewind if rewind.key < base.key else base
+                else:
+                    new = rewind if rewind.key < base.key else base
             moves = new is not None and (base is None or new.key > base.key or rewind is not None)
             reduced = self._reduce(session, fresh) if reduce and len(fresh) > 1 else None
             if commit and moves:

@@ -49,6 +49,8 @@ class Delivery:
     part: int = 0  # > 0: this delivery is that part of the transaction ending at `upto`
     repair: bool = False  # source row images read at `upto`: applied alone, checkpoint := upto
     ts: float | None = None  # commit time of its oldest transaction
+    seed: bool = False  # a repair that is a seed's chunk (a target with no checkpoint takes it)
+    reset: bool = False  # a seed's first chunk of a whole reseed: checkpoint := upto, even ahead
 
 
 _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
@@ -367,7 +369,9 @@ class ApplyWorker(RunLoop):
         if len(txs) != 1 or not isinstance(txs[0], Transaction):
             raise ProtocolError("a repair carries exactly one transaction")
         try:
-            checkpoint_now = self.applier.repair(txs[0], delivery.upto)
+            checkpoint_now = self.applier.repair(
+                txs[0], delivery.upto, seed=delivery.seed, reset=delivery.reset
+            )
         except BinlogsyncError as exc:
             self.report(
                 Outcome(
@@ -455,6 +459,8 @@ class TargetRole:
                 int(part) if isinstance(part, int) else 0,
                 repair,
                 float(ts) if isinstance(ts, int | float) else None,
+                repair and header.get("seed") is True,
+                repair and header.get("reset") is True,
             )
         )
 

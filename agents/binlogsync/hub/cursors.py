@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..position import Position
+from .seeds import SeedChunk
 
 
 @dataclass
@@ -24,6 +25,8 @@ class Repair:
     id: str
     snapshot: Position
     body: bytes
+    seed: SeedChunk | None = None  # a seed's chunk (hub/seeds.py)
+    tables: tuple[tuple[str, str], ...] = ()  # the (schema, table)s its changes touch
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Cursor:
     blocked_by: str = ""  # "floor": the log lacks what it needs; "size": a message too large
     repairs: deque[Repair] = field(default_factory=deque)  # waiting, first one maybe in flight
     repair_seq: int | None = None  # seq of the DELIVER that carries repairs[0]
+    seed_hold: Position | None = None  # a seed runs: compaction stays below this (repairs.py)
+    seed_hold_until: float = 0.0  # monotonic time when the hold lapses
 
     @property
     def applied_key(self) -> int:

@@ -36,6 +36,7 @@ from .log import Entry, HubLog
 from .origins import Origins
 from .repairs import Repairs
 from .routing import Router
+from .seeds import SeedRecords
 
 log = logging.getLogger("binlogsync.hub")
 
@@ -75,6 +76,8 @@ class Delivery:
             lambda origin: self._floor_key(origin),
             store.head,
             config.max_message_bytes,
+            SeedRecords(store.db),
+            self.check_floor,
         )
 
     def cursor(self, target: str, origin: Any) -> Cursor:
@@ -194,10 +197,11 @@ class Delivery:
         cursor = self.cursors.get((target, origin))
         if host is None or cursor is None or not host.online or "target" not in host.roles:
             return
-        if cursor.blocked:
-            return
-        if cursor.repairs:  # nothing else goes to this target until the repair is applied
+        if self.repairs.deliverable(cursor):
+            # Nothing else goes to this target until the repair is applied.
             self.repairs.deliver(target, origin, cursor)
+            return
+        if cursor.blocked or cursor.repairs:
             return
         head = self.log.head(origin)
         limit = self.config.batch_transactions
@@ -421,7 +425,9 @@ class Delivery:
                 continue
             # A target may have applied what was forwarded to it before the commit: the floor
             # never passes what the log holds.
-            dropped, done = self.log.compact(origin, min(lowest.applied, head))
+            now = time.monotonic()
+            holds = [c.seed_hold for c in cursors if c.seed_hold and c.seed_hold_until > now]
+            dropped, done = self.log.compact(origin, min(lowest.applied, head, *holds))
             more = more or not done
             if dropped:
                 log.debug("compacted %d transactions of %s", dropped, origin)

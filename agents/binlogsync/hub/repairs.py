@@ -6,24 +6,35 @@ target for that origin. It travels as a DELIVER with `repair: true`; the target 
 sets its checkpoint to min(checkpoint, snapshot) in the same transaction, and the hub then
 re-sends everything after that checkpoint (so the repair is ordered with live changes). The
 requester hears REPAIRED, or ERROR `repair-failed`.
+
+A seed chunk is a repair with a `seed` map (hub/seeds.py): the hub also checks that its routes
+send that table to the target and that it holds the origin's log from the chunk's snapshot on,
+records the chunk once the target has applied it, and delivers a `reset` chunk even to a target
+that is blocked for being older than the log (the reset moves its checkpoint into the log).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..codec import pack, unpack
-from ..errors import ProtocolError
+from ..errors import ProtocolError, StaleSnapshotError
 from ..model import Transaction
 from ..position import GTID_BASE, Position
 from ..transport import frames
 from .cursors import Cursor, Repair
 from .hosts import Hosts
 from .routing import Router
+from .seeds import SeedChunk, SeedRecords
 
 log = logging.getLogger("binlogsync.hub")
+
+# Seconds the log is kept from a seed chunk's snapshot on (the next chunk is read after it); a
+# seed that pauses longer may find its next snapshot compacted away and reads it again.
+SEED_HOLD = 120.0
 
 Send = Callable[[bytes, bytes, dict[str, Any], Sequence[bytes]], bool]
 
@@ -38,10 +49,13 @@ class Repairs:
         floor_key: Callable[[str], int],
         head: Callable[[str], Position | None],
         max_bytes: int,
+        seeds: SeedRecords,
+        check_floor: Callable[[str], None],
     ) -> None:
         self.router, self.hosts, self.send = router, hosts, send
         self.cursor_of, self.floor_key, self.head = cursor_of, floor_key, head
         self.max_bytes = max_bytes
+        self.seeds, self.check_floor = seeds, check_floor
 
     def request(self, identity: bytes, message: frames.Message) -> Cursor:
         """Queue a REPAIR on its cursor (the caller then pumps that cursor)."""
@@ -50,7 +64,10 @@ class Repairs:
         cursor = self.cursor_of(target, origin)
         if len(message.bodies) != 1:
             raise ProtocolError("REPAIR carries exactly one transaction")
-        message.transactions(self.max_bytes)  # checked now, not when the target gets it
+        # Checked now, not when the target gets it.
+        checked = frames.check_body(message.bodies[0], self.max_bytes)
+        if checked.number != 0:
+            raise ProtocolError("REPAIR carries whole transactions only")
         if not snapshot.by_gtid and self.floor_key(origin) >= GTID_BASE:
             raise ProtocolError(
                 f"repair snapshot {snapshot} is a binlog file position, but {origin}'s log is in "
@@ -59,25 +76,69 @@ class Repairs:
                 "binlog_snapshot_position)",
             )
         if snapshot.key < self.floor_key(origin):
-            raise ProtocolError(
+            raise StaleSnapshotError(
                 f"repair snapshot {snapshot} is older than what the hub still holds for {origin}",
                 "read the source again (a fresh snapshot) and resend the repair",
             )
         head = self.head(origin)
+        seed = None
+        if "seed" in header:
+            seed = SeedChunk.from_wire(header["seed"])
+            self._check_seed(origin, target, cursor, seed, head is not None)
+            # The seed's next chunk is read at or after this snapshot: keep the log from here.
+            cursor.seed_hold = snapshot
+            cursor.seed_hold_until = time.monotonic() + SEED_HOLD
         if snapshot.gtid is None and head is not None and head.key == snapshot.key:
             snapshot = head  # same place; the GTID lets `caught up` checks compare GTIDs
-        cursor.repairs.append(Repair(identity, header["id"], snapshot, message.bodies[0]))
+        cursor.repairs.append(
+            Repair(identity, header["id"], snapshot, message.bodies[0], seed, checked.tables)
+        )
         log.info(
             "repair %s for %s from %s queued (snapshot %s)", header["id"], target, origin, snapshot
         )
         return cursor
+
+    def _check_seed(
+        self, origin: str, target: str, cursor: Cursor, seed: SeedChunk, logged: bool
+    ) -> None:
+        if not logged:
+            raise ProtocolError(
+                f"origin {origin} has never sent anything to this hub, so the changes made "
+                "after the seed's snapshot would be missing",
+                f"start {origin}'s agent (and let it connect) first, then seed",
+            )
+        if not self.router.sends(origin, target, seed.schema, seed.table):
+            raise ProtocolError(
+                f"no route sends {origin}'s table {seed.schema}.{seed.table} to {target}",
+                "route the table to that target in the hub's config (and restart the hub), "
+                "or leave it out of --tables",
+            )
+        if cursor.blocked_by == "floor" and not seed.reset:
+            raise ProtocolError(
+                f"{target} is blocked: {cursor.blocked}",
+                "seed every table it gets from that origin (run seed without --tables): only "
+                "a whole reseed can move its checkpoint into the hub's log",
+            )
+
+    def deliverable(self, cursor: Cursor) -> bool:
+        """Whether the first queued repair may go out: always, unless the cursor is blocked;
+        a blocked-for-the-floor cursor still gets a reset seed chunk (it lifts the block)."""
+        if not cursor.repairs:
+            return False
+        if not cursor.blocked:
+            return True
+        seed = cursor.repairs[0].seed
+        return cursor.blocked_by == "floor" and seed is not None and seed.reset
 
     def deliver(self, target: str, origin: str, cursor: Cursor) -> None:
         """Send the first queued repair, unless it is out already."""
         if cursor.repair_seq is not None:
             return
         repair = cursor.repairs[0]
-        tx = self.router.for_target(origin, target, Transaction.from_wire(unpack(repair.body)))
+        body = repair.body  # as it came, unless the route renames its schemas
+        if not self.router.unchanged(origin, target, repair.tables):
+            tx = Transaction.from_wire(unpack(repair.body))
+            body = pack(self.router.for_target(origin, target, tx).to_wire())
         header = {
             "origin": origin,
             "seq": cursor.next_seq,
@@ -85,8 +146,11 @@ class Repairs:
             "after": None,
             "repair": True,
         }
+        if repair.seed is not None:
+            header["seed"] = True
+            header["reset"] = repair.seed.reset
         host = self.hosts[target]
-        if self.send(host.identity, frames.DELIVER, header, [pack(tx.to_wire())]):
+        if self.send(host.identity, frames.DELIVER, header, [body]):
             cursor.repair_seq = cursor.next_seq
             cursor.next_seq += 1
 
@@ -105,6 +169,10 @@ class Repairs:
             cursor.origin,
             upto,
         )
+        if repair.seed is not None:
+            self.seeds.applied(cursor.origin, target, repair.seed, str(repair.snapshot))
+            if repair.seed.reset:
+                self.check_floor(cursor.origin)  # the checkpoint may be in the log again
         self.send(repair.requester, frames.REPAIRED, {"id": repair.id, "upto": upto}, ())
         return True
 

@@ -48,6 +48,10 @@ class Router:
             self._decisions[key] = self._route_for(self._routes(origin, target), schema, table)
         return self._decisions[key]
 
+    def sends(self, origin: str, target: str, schema: str, table: str) -> bool:
+        """True when the routes send `origin`'s `schema.table` to `target`."""
+        return self._decide(origin, target, schema, table) is not None
+
     def unchanged(self, origin: str, target: str, tables: Iterable[tuple[str, str]]) -> bool:
         """True when changes of these (schema, table)s all reach `target` as they are (routed,
         no schema renamed), so the stored bytes can be forwarded without decoding them."""

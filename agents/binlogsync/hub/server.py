@@ -229,7 +229,7 @@ class Hub(RunLoop):
                     self.hosts.heard(host)
                 self._dispatch(identity, host, message, user_id, touched)
             except ProtocolError as exc:
-                self._reject(identity, str(exc), user_id)
+                self._reject(identity, str(exc), user_id, exc.code)
         for origin, (after_key, items) in self.origins.take_new().items():
             self.delivery.forward(origin, items, after_key)
         self._store(touched)
@@ -320,14 +320,16 @@ class Hub(RunLoop):
             for target in sorted(self.router.targets_of(name)):
                 self.delivery.pump(target, name)  # targets learn the starting checkpoint
 
-    def _reject(self, identity: bytes, reason: str, user_id: str | None) -> None:
+    def _reject(
+        self, identity: bytes, reason: str, user_id: str | None, code: str = "rejected"
+    ) -> None:
         self.metrics.rejected.inc()
         host = self.hosts.speaking(identity)
         who = host.name if host else self.access.name_of(user_id)
         self.access.once(
             f"{who} ({identity.hex()[:8]}): {reason[:120]}", "rejected a message from %s"
         )
-        code = "hello-first" if reason.startswith("send HELLO first") else "rejected"
+        code = "hello-first" if reason.startswith("send HELLO first") else code
         self._send(identity, frames.ERROR, {"code": code, "message": reason})
 
     def _send(

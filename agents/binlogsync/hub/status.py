@@ -88,4 +88,14 @@ def build(
         "hosts": host_rows,
         "origins": origin_rows,
         "targets": target_rows,
+        "seeds": delivery.repairs.seeds.status(),
+        "routes": [
+            {
+                "origin": r.origin,
+                "targets": list(r.targets),
+                "tables": list(r.tables.patterns),
+                "rename": dict(r.rename),
+            }
+            for r in delivery.router.routes
+        ],
     }

@@ -141,15 +141,25 @@ def range_where(
     return (" AND ".join(clauses) if clauses else "TRUE"), params
 
 
-def _compare(key: Sequence[str], bound: Bound, op: str) -> tuple[str, list[Any]]:
-    """key >= bound (op '>') or key < bound (op '<'), for a bound that is a key prefix."""
+def after_where(key: Sequence[str], after: Bound | None) -> tuple[str, list[Any]]:
+    """WHERE text and parameters for `key > after` in key order (keyset paging)."""
+    if after is None:
+        return "TRUE", []
+    return _compare(key, after, ">", strict=True)
+
+
+def _compare(
+    key: Sequence[str], bound: Bound, op: str, strict: bool = False
+) -> tuple[str, list[Any]]:
+    """key >= bound (op '>', or key > bound when `strict`) or key < bound (op '<'), for a
+    bound that is a key prefix."""
     terms: list[str] = []
     params: list[Any] = []
     n = len(bound)
     for i in range(n):
         eqs = [f"{ident(key[j])} = %s" for j in range(i)]
         last = i == n - 1
-        comparison = op + ("=" if last and op == ">" else "")
+        comparison = op + ("=" if last and op == ">" and not strict else "")
         terms.append(" AND ".join([*eqs, f"{ident(key[i])} {comparison} %s"]))
         params.extend(bound[: i + 1])
     return "(" + " OR ".join(f"({t})" for t in terms) + ")", params

@@ -8,6 +8,8 @@ Connection failures become `UnreachableError` naming the server; nothing here wr
 
 from __future__ import annotations
 
+from typing import Any
+
 import pymysql
 
 from .. import mysql
@@ -17,13 +19,16 @@ from ..errors import UnreachableError
 close = mysql.close
 
 
-def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> pymysql.Connection:
+def connect(
+    db: DatabaseSettings, role: str, read_timeout: int = 3600, **extra: Any
+) -> pymysql.Connection:
     conn = mysql.connect(
         db,
         f"reading the {role} database {db}",
         connect_timeout=10,
         read_timeout=read_timeout,
         refused=UnreachableError,
+        **extra,
     )
     with conn.cursor() as cur:
         cur.execute("SET SESSION time_zone = '+00:00'")

@@ -1,0 +1,237 @@
+"""`binlogsync bench seed`: seeding a target through the hub beside dump and restore.
+
+A realistic orders table (BIGINT key, a secondary index, ENUM, DECIMAL, DATETIME(6), TIMESTAMP,
+VARCHAR of varying length; ~120 bytes a row) is filled on the origin without binlogging it
+(the pipeline starts after it). Then, on the same machine and in the same run, for each size:
+
+    dump+restore   `mariadb-dump --single-transaction bench orders | mariadb` into another
+                   database of the target server: the way a DBA seeds a replica by hand
+    seed           `binlogsync seed` of the same table through the hub, while a writer keeps
+                   updating, inserting and deleting rows of it on the origin (the stream runs)
+
+Both run while the writer runs. `seed s` is until the target confirmed the last chunk;
+`in sync s` until it has also replayed every change made meanwhile, when CHECKSUM TABLE of
+origin and target are compared (the writer stops first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..config import DatabaseSettings
+from ..seed.progress import Progress
+from ..seed.run import SeedOptions, seed
+from .localsite import LocalSite, wait_until
+from .paper_timing import machine
+from .sandbox import Sandbox, Server
+from .verify import caught_up, origin_gtid
+
+SCHEMA, TABLE, DUMPED = "bench", "orders", "bench_dump"
+DDL = (
+    f"CREATE TABLE `{TABLE}` (id BIGINT NOT NULL PRIMARY KEY, customer_id INT NOT NULL, "
+    "status ENUM('new','paid','shipped','cancelled') NOT NULL, amount DECIMAL(12,2) NOT NULL, "
+    "created_at DATETIME(6) NOT NULL, updated_at TIMESTAMP(6) NULL, note VARCHAR(200), "
+    "KEY customer (customer_id)) ENGINE=InnoDB"
+)
+FILL = (
+    f"INSERT INTO `{TABLE}` SELECT seq, seq % 100003, ELT(1 + seq % 4, 'new', 'paid', "
+    "'shipped', 'cancelled'), (seq % 1000003) / 100, TIMESTAMP'2024-01-01 00:00:00' + "
+    "INTERVAL seq * 7 SECOND + INTERVAL seq % 1000000 MICROSECOND, NULL, "
+    "CONCAT('order ', seq, ' ', REPEAT('x', seq % 80)) FROM seq.seq_{lo}_to_{hi}"
+)
+
+
+@dataclass
+class Cell:
+    rows: int
+    dump_seconds: float
+    seed_seconds: float
+    in_sync_seconds: float
+    writes_during_seed: int
+    equal: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.seed_seconds / max(self.dump_seconds, 1e-3)
+
+
+class Writer:
+    """A steady trickle of changes to the table on the origin (~200 transactions/s)."""
+
+    def __init__(self, server: Server, rows: int) -> None:
+        self.server, self.rows = server, rows
+        self.stop = threading.Event()
+        self.count = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rnd = random.Random(1)
+        with self.server.connect(SCHEMA) as conn, conn.cursor() as cur:
+            while not self.stop.wait(0.005):
+                i = rnd.randrange(1, self.rows + 1000)
+                kind = rnd.random()
+                if kind < 0.6:
+                    cur.execute(
+                        f"UPDATE `{TABLE}` SET status = 'paid', amount = amount + 1, "
+                        "updated_at = NOW(6) WHERE id = %s",
+                        (i,),
+                    )
+                elif kind < 0.9:
+                    cur.execute(
+                        f"INSERT INTO `{TABLE}` VALUES (%s, 1, 'new', 9.99, NOW(6), NULL, 'w') "
+                        "ON DUPLICATE KEY UPDATE note = 'again'",
+                        (self.rows + 1000 + i,),
+                    )
+                else:
+                    cur.execute(f"DELETE FROM `{TABLE}` WHERE id = %s", (i,))
+                self.count += 1
+
+    def __enter__(self) -> Writer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def _fill(origin: Server, rows: int) -> None:
+    with origin.connect(SCHEMA) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")  # the pipeline starts after the fill
+        cur.execute(f"DROP TABLE IF EXISTS `{TABLE}`")
+        cur.execute(DDL)
+        for lo in range(1, rows + 1, 1_000_000):
+            cur.execute(FILL.format(lo=lo, hi=min(rows, lo + 999_999)))
+            conn.commit()
+        cur.execute(f"ANALYZE TABLE `{TABLE}`")
+        cur.fetchall()
+
+
+def _dump_restore(origin: Server, target: Server) -> float:
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
+        cur.execute(f"CREATE DATABASE `{DUMPED}`")
+    start = time.perf_counter()
+    dump = subprocess.Popen(
+        ["mariadb-dump", "--single-transaction", "-h127.0.0.1", f"-P{origin.port}", "-uroot",
+         SCHEMA, TABLE],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    restore = subprocess.run(
+        ["mariadb", "-h127.0.0.1", f"-P{target.port}", "-uroot", DUMPED],
+        stdin=dump.stdout,
+        capture_output=True,
+    )
+    assert dump.stdout is not None
+    dump.stdout.close()
+    if dump.wait() != 0 or restore.returncode != 0:
+        raise RuntimeError(f"dump and restore failed: {restore.stderr.decode()[-500:]}")
+    seconds = time.perf_counter() - start
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE `{DUMPED}`")
+    return seconds
+
+
+def _checksum(server: Server) -> int:
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CHECKSUM TABLE `{SCHEMA}`.`{TABLE}`")
+        return int(cur.fetchone()[1])
+
+
+def measure(site: LocalSite, rows: int, progress: bool) -> Cell:
+    origin, target = site.origin, site.targets[0]
+    _fill(origin, rows)
+    with target.connect(SCHEMA) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP TABLE IF EXISTS `{TABLE}`")
+        cur.execute(DDL)
+    options = SeedOptions(
+        config=str(site.agents["hub"].config),
+        origin="origin",
+        target=target.name,
+        source=DatabaseSettings(origin.host, origin.port, origin.user, origin.password),
+        tables=(f"{SCHEMA}.{TABLE}",),
+    )
+    with Writer(origin, rows) as writer:
+        dump_seconds = _dump_restore(origin, target)
+        before = writer.count
+        start = time.perf_counter()
+        seed(options, Progress(quiet=not progress))
+        seed_seconds = time.perf_counter() - start
+        writes = writer.count - before
+    gtid = origin_gtid(origin)
+    wait_until(lambda: caught_up(target, "origin", gtid), 600, 0.05, "the target in sync")
+    in_sync = time.perf_counter() - start
+    return Cell(
+        rows,
+        round(dump_seconds, 2),
+        round(seed_seconds, 2),
+        round(in_sync, 2),
+        writes,
+        _checksum(origin) == _checksum(target),
+    )
+
+
+def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
+    box = Sandbox(root / "servers")
+    site = None
+    try:
+        origin, target = box.start("origin", 1), box.start("target", 2)
+        for server in (origin, target):
+            with server.connect() as conn, conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE IF NOT EXISTS `{SCHEMA}`")
+        site = LocalSite(root / "site", origin, [target], tables=(f"{SCHEMA}.*",))
+        site.start()
+        site.wait_online()
+        cells = []
+        for rows in sizes:
+            cell = measure(site, rows, progress)
+            cells.append(cell)
+            if progress:
+                print(
+                    f"  {rows:,} rows: dump+restore {cell.dump_seconds:.1f} s, seed "
+                    f"{cell.seed_seconds:.1f} s, in sync {cell.in_sync_seconds:.1f} s, "
+                    f"equal: {cell.equal}",
+                    flush=True,
+                )
+        return cells
+    finally:
+        if site is not None:
+            site.stop()
+        box.stop_all()
+
+
+def render(cells: list[Cell]) -> str:
+    lines = [
+        f"binlogsync bench seed — {machine()}",
+        "one orders table (~120 B a row, a secondary index); a writer changes it all along;",
+        "seed: until the last chunk is applied; in sync: until the changes made meanwhile are too",
+        "",
+        f"{'ROWS':>11}{'DUMP+RESTORE s':>16}{'rows/s':>10}{'SEED s':>9}{'rows/s':>10}"
+        f"{'SEED/DUMP':>11}{'IN SYNC s':>11}{'WRITES':>8}  EQUAL",
+    ]
+    for c in cells:
+        lines.append(
+            f"{c.rows:>11,}{c.dump_seconds:>16.1f}{c.rows / c.dump_seconds:>10,.0f}"
+            f"{c.seed_seconds:>9.1f}{c.rows / c.seed_seconds:>10,.0f}{c.ratio:>10.2f}x"
+            f"{c.in_sync_seconds:>11.1f}{c.writes_during_seed:>8,}  {'yes' if c.equal else 'NO'}"
+        )
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    sizes = [int(x) for x in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="binlogsync-bench-", dir=args.dir) as tmp:
+        cells = run(Path(tmp), sizes, progress=not args.json)
+    if args.json:
+        print(json.dumps([{**asdict(c), "ratio": round(c.ratio, 3)} for c in cells], indent=2))
+    else:
+        print(render(cells))
+    return 0 if all(c.equal for c in cells) else 1

@@ -59,9 +59,23 @@ class Pin:
 UNPINNED = Position("unpinned.000000", 0)  # what a snapshot reports when no target needs P
 
 
-def snapshot(conn: Any, with_gtid: bool = False, required: bool = True) -> Position:
+def snapshot(
+    conn: Any, with_gtid: bool = False, required: bool = True, lower_bound: bool = False
+) -> Position:
     """Open a consistent snapshot on the source; the binlog position it is pinned to (UNPINNED
-    when the server has none and `required` is False, as for `--pin none` everywhere)."""
+    when the server has none and `required` is False, as for `--pin none` everywhere).
+
+    `lower_bound` (seeds, which open a snapshot per chunk): on MariaDB the GTID state is read
+    just before the snapshot opens instead of computed for the snapshot's binlog offset. Every
+    transaction in it is in the snapshot, so the position is at or below the snapshot's exact
+    one, which is all a repair needs (its replay may start early: it converges all the same),
+    and it costs no binlog scan (BINLOG_GTID_POS reads the binlog file up to the offset, on
+    every call)."""
+    before = None
+    if lower_bound and "mariadb" in str(getattr(conn, "server_version", "")).lower():
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@gtid_binlog_pos")
+            before = str(cur.fetchone()[0] or "")
     with conn.cursor() as cur:
         cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
         cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
@@ -77,6 +91,8 @@ def snapshot(conn: Any, with_gtid: bool = False, required: bool = True) -> Posit
                 "log_bin is off, or the server is not MariaDB)",
                 "enable the binary log on the source, or compare a quiet source with --pin none",
             )
+        if before is not None:
+            return Position.of_state(before, str(file), int(offset))
         gtid = None
         mariadb = _is_mariadb(cur)
         if with_gtid or mariadb:

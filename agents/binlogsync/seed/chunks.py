@@ -1,7 +1,8 @@
 """One chunk of a table: the next rows by primary key, read in a consistent snapshot.
 
-Each chunk has a snapshot of its own (`START TRANSACTION WITH CONSISTENT SNAPSHOT`, then the
-binlog position it holds, reconcile/pinning.py), so no transaction stays open longer than one
+Each chunk has a snapshot of its own (`START TRANSACTION WITH CONSISTENT SNAPSHOT`, and the
+position it holds: on MariaDB the GTID state read just before it opened, a lower bound that
+costs no binlog scan; reconcile/pinning.py), so no transaction stays open longer than one
 chunk's read and nothing is locked: other sessions write on. The rows are the ones with a key
 above the previous chunk's last key, in key order (`ORDER BY` the primary key, `LIMIT n`), as
 whole row images (FLOAT widened exactly; DECIMAL and dates as the codec carries them).
@@ -41,7 +42,7 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
         )
         + f" ORDER BY {order} LIMIT {int(limit)}"
     )
-    snapshot = pinning.snapshot(conn)
+    snapshot = pinning.snapshot(conn, lower_bound=True)
     try:
         with conn.cursor() as cur:
             bound = cur.mogrify(sql, params)

@@ -120,6 +120,16 @@ def cmd_capture_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_outbox(args: argparse.Namespace) -> int:
+    from .ops.outbox import Limits, raise_alerts, run
+
+    limits = Limits(args.max_offline, args.max_age, args.max_bytes, args.max_transactions)
+    report = run(args.config, limits, args.timeout)
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.render())
+    raise_alerts(report)  # exit 1 with every alert in one line
+    return 0
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from .seed.cli import run_from_args
 
@@ -297,6 +307,24 @@ def parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=60.0, help="seconds to wait for the origin's agent"
     )
     s.set_defaults(func=cmd_capture_skip)
+
+    s = command(
+        "outbox",
+        "who is offline, what waits on the hub for whom (transactions, bytes, age), which "
+        "targets are stuck; exits 1 naming every limit passed",
+    )
+    s.add_argument("--config", required=True, help="the hub's, any client's or an [admin] config")
+    s.add_argument("--max-offline", type=float, default=600.0, help="seconds a host may be unheard")
+    s.add_argument(
+        "--max-age", type=float, default=3600.0, help="seconds the oldest waiting change may wait"
+    )
+    s.add_argument("--max-bytes", type=int, default=None, help="bytes a backlog may hold")
+    s.add_argument(
+        "--max-transactions", type=int, default=None, help="transactions a backlog may hold"
+    )
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the hub")
+    s.set_defaults(func=cmd_outbox)
 
     s = command(
         "seed",

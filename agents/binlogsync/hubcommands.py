@@ -57,9 +57,10 @@ def send_repair(
                 raise ApplyError(f"repair refused: {message.header['message']}")
 
 
-def fetch_status(path: str, timeout: float = 5.0) -> dict[str, Any]:
+def fetch_status(path: str, timeout: float = 5.0, detail: bool = False) -> dict[str, Any]:
+    """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub)."""
     with admin_socket(path) as (sock, endpoint):
-        sock.send_multipart(frames.encode(frames.STATUS, {}))
+        sock.send_multipart(frames.encode(frames.STATUS, {"detail": True} if detail else {}))
         if not sock.poll(int(timeout * 1000)):
             raise UnreachableError(
                 f"the hub at {endpoint} did not answer within {timeout:.0f} s",

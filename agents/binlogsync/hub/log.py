@@ -446,6 +446,21 @@ class HubLog:
             return 0, None
         return known.appended - row[0] + 1, row[1]
 
+    def backlog_bytes(self, origin: str, after_key: int) -> int:
+        """The stored bytes (bodies and parts) of the transactions after `after_key`: a scan
+        of the backlog, so only asked for on demand (STATUS with `detail`)."""
+        whole = self.db.execute(
+            "SELECT COALESCE(SUM(LENGTH(payload)), 0) FROM log WHERE origin=? AND pos_key>?",
+            (origin, after_key),
+        ).fetchone()[0]
+        parts = self.db.execute(
+            "SELECT COALESCE(SUM(LENGTH(p.payload)), 0) FROM parts p JOIN log l "
+            "ON l.origin = p.origin AND l.begin_key = p.begin_key "
+            "WHERE l.origin=? AND l.pos_key>? AND l.parts>0",
+            (origin, after_key),
+        ).fetchone()[0]
+        return int(whole) + int(parts)
+
     def log_rows(self, origin: str) -> int:
         return int(
             self.db.execute("SELECT COUNT(*) FROM log WHERE origin=?", (origin,)).fetchone()[0]

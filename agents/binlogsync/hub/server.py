@@ -258,7 +258,8 @@ class Hub(RunLoop):
         elif kind == frames.PING:
             self._send(identity, frames.PONG, {})
         elif kind == frames.STATUS:
-            self._send(identity, frames.STATUS_REPLY, {"status": self.status()})
+            detail = header.get("detail") is True
+            self._send(identity, frames.STATUS_REPLY, {"status": self.status(detail)})
         elif kind == frames.REPAIR:
             cursor = self.delivery.repairs.request(identity, message)
             touched.add((cursor.target, cursor.origin))
@@ -385,7 +386,13 @@ class Hub(RunLoop):
             self.metrics.lag.labels(target, origin).set(max(0.0, now - oldest) if oldest else 0)
             self.metrics.blocked.labels(target, origin).set(1 if cursor.blocked else 0)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, detail: bool = False) -> dict[str, Any]:
         return status.build(
-            self.config.name, self.started, self.log, self.hosts, self.origins, self.delivery
+            self.config.name,
+            self.started,
+            self.log,
+            self.hosts,
+            self.origins,
+            self.delivery,
+            detail,
         )

@@ -20,7 +20,9 @@ def build(
     hosts: Hosts,
     origins: Origins,
     delivery: Delivery,
+    detail: bool = False,
 ) -> dict[str, Any]:
+    """The status map; `detail` adds what costs a scan of each backlog (its bytes)."""
     now = time.time()
     host_rows = [
         {
@@ -79,6 +81,8 @@ def build(
                 "blocked": c.blocked or None,
             }
         )
+        if detail:
+            target_rows[-1]["backlog_bytes"] = store.backlog_bytes(origin, c.applied_key)
     return {
         "hub": name,
         "epoch": store.epoch,

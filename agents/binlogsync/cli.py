@@ -122,11 +122,41 @@ def cmd_capture_skip(args: argparse.Namespace) -> int:
 
 def cmd_outbox(args: argparse.Namespace) -> int:
     from .ops.outbox import Limits, raise_alerts, run
+    from .reconcile.urls import parse_url
 
-    limits = Limits(args.max_offline, args.max_age, args.max_bytes, args.max_transactions)
-    report = run(args.config, limits, args.timeout)
+    limits = Limits(
+        args.max_offline,
+        args.max_age,
+        args.max_bytes,
+        args.max_transactions,
+        args.detach_after_age,
+        args.detach_after_bytes,
+    )
+    sources = {}
+    for item in args.reseed_source or []:
+        origin, sep, url = item.partition("=")
+        if not sep or not origin:
+            from .errors import UsageError
+
+            raise UsageError(
+                f"--reseed-source {item!r} is not ORIGIN=URL",
+                "write it as --reseed-source shop-db=mysql://binlogsync@db1:3306",
+            )
+        sources[origin] = parse_url(url, os.environ, "BINLOGSYNC_SOURCE_PASSWORD")
+    report = run(args.config, limits, args.timeout, sources)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.render())
     raise_alerts(report)  # exit 1 with every alert in one line
+    return 0
+
+
+def cmd_detach(args: argparse.Namespace) -> int:
+    from .hubcommands import detach
+
+    detach(args.config, args.origin, args.target, args.reason)
+    print(
+        f"{args.target} is detached from {args.origin}: the hub keeps nothing for it; reseed "
+        f"it with `binlogsync seed --origin {args.origin} --target {args.target}`"
+    )
     return 0
 
 
@@ -322,9 +352,40 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--max-transactions", type=int, default=None, help="transactions a backlog may hold"
     )
+    s.add_argument(
+        "--detach-after-age",
+        type=float,
+        default=None,
+        help="detach a target whose oldest waiting change is older (seconds): the hub stops "
+        "holding its changes; it must be reseeded",
+    )
+    s.add_argument(
+        "--detach-after-bytes",
+        type=int,
+        default=None,
+        help="detach a target whose backlog is larger",
+    )
+    s.add_argument(
+        "--reseed-source",
+        action="append",
+        metavar="ORIGIN=URL",
+        help="reseed detached targets that are online again from this origin's database "
+        "(mysql://user@host:port, password in $BINLOGSYNC_SOURCE_PASSWORD); repeatable",
+    )
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_outbox)
+
+    s = command(
+        "detach",
+        "make the hub stop holding an origin's changes for a target (its log stays bounded); "
+        "the target comes back with a whole reseed; needs an admin key",
+    )
+    s.add_argument("--config", required=True, help="the hub's config or an [admin] config")
+    s.add_argument("--origin", required=True, help="host name of the origin")
+    s.add_argument("--target", required=True, help="host name of the target")
+    s.add_argument("--reason", required=True, help="why; shown in `status`")
+    s.set_defaults(func=cmd_detach)
 
     s = command(
         "seed",

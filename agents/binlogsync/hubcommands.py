@@ -1,5 +1,6 @@
-"""Commands that tools send to the hub: `fetch_status` (STATUS), `send_repair` (REPAIR) and
-`skip_capture` (CAPTURE_SKIP). REPAIR and CAPTURE_SKIP need an admin key when CURVE is on.
+"""Commands that tools send to the hub: `fetch_status` (STATUS), `send_repair` (REPAIR),
+`skip_capture` (CAPTURE_SKIP) and `detach` (DETACH). All but STATUS need an admin key when
+CURVE is on.
 
 A repair sends source row images for the keys a reconciliation found
 different, applied on one target by the normal apply path.
@@ -97,3 +98,25 @@ def skip_capture(
                 return message.header["skipped_from"], message.header["to"]
             if message.kind == frames.ERROR:
                 raise UsageError(f"the hub refused capture-skip: {message.header['message']}")
+
+
+def detach(config_path: str, origin: str, target: str, reason: str, timeout: float = 10.0) -> None:
+    """Make the hub stop holding `origin`'s changes for `target` until a whole reseed."""
+    detach_id = uuid.uuid4().hex[:12]
+    header = {"origin": origin, "target": target, "reason": reason, "id": detach_id}
+    with admin_socket(config_path) as (sock, endpoint):
+        sock.send_multipart(frames.encode(frames.DETACH, header))
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                raise UnreachableError(
+                    f"the hub at {endpoint} did not confirm the detach of {target} within "
+                    f"{timeout:.0f} s",
+                    "is `binlogsync server` running, and is this an admin key?",
+                )
+            message = frames.decode(sock.recv_multipart(), 1 << 26)
+            if message.kind == frames.DETACHED and message.header["id"] == detach_id:
+                return
+            if message.kind == frames.ERROR:
+                raise UsageError(f"the hub refused the detach: {message.header['message']}")

@@ -92,3 +92,57 @@ def test_a_stuck_target_is_named_with_its_error_and_recovers_after_the_fix(
             cur.execute(T)  # the fix; the agent retries by itself
         wait_until(lambda: outbox(s).returncode == 0, 60, 0.5, what="the target recovered")
         assert _target_row(s, target)["backlog"] == 0
+
+
+def _stored(s: LocalSite) -> int:
+    status = fetch_status(str(s.agents["hub"].config))
+    return int(next(o for o in status["origins"] if o["origin"] == "origin")["stored"])
+
+
+def test_a_target_past_the_limit_is_detached_the_log_stays_bounded_and_it_is_reseeded(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        s.stop(target.name)
+
+        def write(start: int, count: int) -> None:
+            with origin.connect(dbname) as conn, conn.cursor() as cur:
+                for i in range(start, start + count):
+                    cur.execute("INSERT INTO t VALUES (%s, REPEAT('y', 150))", (i,))
+
+        write(0, 300)
+        wait_until(lambda: _target_row(s, target)["backlog"] >= 300, 30, what="the backlog")
+        held = _stored(s)
+        assert held >= 300  # the offline target holds the log
+        done = outbox(s, "--max-offline", "3600", "--detach-after-bytes", "10000")
+        assert done.returncode == 1 and "detached" in done.stderr, done.stderr
+        assert json.loads(done.stdout)["detached"][0]["target"] == target.name
+        assert _target_row(s, target)["detached"] is True
+        # Nothing holds the log for it now: compaction empties it, and more writes stay bounded.
+        write(300, 300)
+        wait_until(lambda: _stored(s) < 50, 30, 0.2, what="the hub's log compacted")
+        bounded = _stored(s)
+        # Back online, it is reseeded (every table) and streams again.
+        s.start(target.name)
+        wait_until(
+            lambda: any(
+                h["online"]
+                for h in fetch_status(str(s.agents["hub"].config))["hosts"]
+                if h["name"] == target.name
+            ),
+            30,
+            what="the target online",
+        )
+        url = f"origin=mysql://root@127.0.0.1:{origin.port}"
+        again = outbox(s, "--max-offline", "3600", "--reseed-source", url)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["reseeded"][0]["rows"] == 600
+        write(600, 10)
+        from sitekit import wait_equal
+
+        wait_equal(s, dbname, ["t"])
+        assert _target_row(s, target)["detached"] is False
+        print(f"hub log rows: {held} while holding for the offline target, {bounded} once detached")

@@ -171,6 +171,26 @@ def test_a_host_key_may_not_skip_capture(site: Site, key: str) -> None:
     assert site.hub.hub.log.capture_skips("o1") == []
 
 
+DETACH_HEADER = {"origin": "o1", "target": "t1", "reason": "too far behind", "id": "d1"}
+
+
+@pytest.mark.parametrize("key", ["t1", "o1"])
+def test_a_host_key_may_not_detach_a_target(site: Site, key: str) -> None:
+    run = running(site)
+    sender = run.targets.get(key) or run.origin
+    sender.send(frames.DETACH, DETACH_HEADER)
+    assert "DETACH needs an admin key" in refusal(sender)
+    assert site.hub.hub.delivery.detachments.all() == {}
+
+
+def test_an_admin_key_may_detach_a_target(site: Site) -> None:
+    running(site)
+    admin = site.peer("admin")
+    admin.send(frames.DETACH, DETACH_HEADER)
+    assert admin.recv(kind=frames.DETACHED).header["id"] == "d1"
+    assert set(site.hub.hub.delivery.detachments.all()) == {("t1", "o1")}
+
+
 def test_an_admin_key_may_repair_a_target(site: Site) -> None:
     run = running(site)
     admin = site.peer("admin")

@@ -741,6 +741,7 @@ def _seed(**fields: Any) -> dict[str, Any]:
 
 
 SKIP = {"origin": "o1", "to": pos("binlog.000002"), "reason": "lost", "id": "s1"}
+DETACH = {"origin": "o1", "target": "t1", "reason": "behind", "id": "d1"}
 ADMIN_CASES: list[tuple[str, list[bytes]]] = [
     ("REPAIR target unknown", _repair({"target": "t9"})),
     ("REPAIR target an origin", _repair({"target": "o1"})),
@@ -757,6 +758,11 @@ ADMIN_CASES: list[tuple[str, list[bytes]]] = [
     ("REPAIR id huge", _repair({"id": "r" * BIG})),
     ("REPAIR id nested deep", _repair({"id": deep()})),
     ("REPAIR snapshot below the floor", _repair({"snapshot": pos(offset=1)})),
+    ("DETACH target unknown", raw(frames.DETACH, {**DETACH, "target": "t9"})),
+    ("DETACH origin unknown", raw(frames.DETACH, {**DETACH, "origin": "o9"})),
+    ("DETACH reason blank", raw(frames.DETACH, {**DETACH, "reason": "  "})),
+    ("DETACH without an id", raw(frames.DETACH, {k: v for k, v in DETACH.items() if k != "id"})),
+    ("DETACH reason nested deep", raw(frames.DETACH, {**DETACH, "reason": deep()})),
     ("REPAIR seed not a map", _repair({"seed": [1]})),
     ("REPAIR seed empty", _repair({"seed": {}})),
     ("REPAIR seed run missing", _repair({"seed": _seed(run=None)})),

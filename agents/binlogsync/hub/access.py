@@ -12,8 +12,8 @@ message:
                                 handlers: an origin only for its own origin, a target only for
                                 its own cursors)
     STATUS                      any admitted key
-    REPAIR CAPTURE_SKIP         admin keys only: they change what a target holds or where
-                                capture stands
+    REPAIR CAPTURE_SKIP DETACH  admin keys only: they change what a target holds, where
+                                capture stands, or what the hub keeps
 
 Refused handshakes and refused messages are logged with the key's name, or its fingerprint
 when the key is unknown: once a minute per key (handshakes) or per sender and reason
@@ -35,7 +35,7 @@ from .hosts import Host, Hosts
 
 log = logging.getLogger("binlogsync.hub")
 
-ADMIN_KINDS = frozenset({frames.REPAIR, frames.CAPTURE_SKIP})
+ADMIN_KINDS = frozenset({frames.REPAIR, frames.CAPTURE_SKIP, frames.DETACH})
 _TOOL_KINDS = ADMIN_KINDS | {frames.STATUS}
 _LOG_EVERY = 60.0  # seconds between two log lines about the same refused key
 # At most this many distinct refusals are remembered (and so logged) per minute: a peer that

@@ -31,6 +31,7 @@ from ..model import Part, Transaction
 from ..position import Position
 from ..transport import frames
 from .cursors import Cursor
+from .detached import Detachments
 from .hosts import Host, Hosts
 from .log import Entry, HubLog
 from .origins import Origins
@@ -77,8 +78,12 @@ class Delivery:
             store.head,
             config.max_message_bytes,
             SeedRecords(store.db),
-            self.check_floor,
+            self._reseeded,
         )
+        self.detachments = Detachments(store.db)
+        for (target, origin), (reason, _at) in self.detachments.all().items():
+            if (target, origin) in self.cursors:
+                self._block_detached(self.cursors[(target, origin)], reason)
 
     def cursor(self, target: str, origin: Any) -> Cursor:
         cursor = self.cursors.get((target, origin))
@@ -101,6 +106,36 @@ class Delivery:
         floor = self.log.floor(origin)
         return floor.key if floor is not None else -1
 
+    # -- detaching ---------------------------------------------------------------------------
+    def detach(self, header: dict[str, Any]) -> tuple[str, str]:
+        """DETACH: stop holding `origin`'s changes for `target` (durably) until a reseed."""
+        target, origin, reason = header["target"], header["origin"], header["reason"].strip()
+        cursor = self.cursor(target, origin)
+        if not reason:
+            raise ProtocolError("DETACH needs a reason", "say why; it is shown in `status`")
+        self.detachments.add(target, origin, reason[:1000])
+        self._block_detached(cursor, reason[:1000])
+        log.warning("target %s detached from origin %s: %s", target, origin, reason[:300])
+        return target, origin
+
+    @staticmethod
+    def _block_detached(cursor: Cursor, reason: str) -> None:
+        cursor.blocked = (
+            f"detached: {reason} — the hub keeps nothing for it; reseed it with `binlogsync "
+            f"seed --origin {cursor.origin} --target {cursor.target}` (every table)"
+        )
+        cursor.blocked_by = "detached"
+        cursor.rewind()
+
+    def _reseeded(self, origin: str, target: str) -> None:
+        """A reset seed chunk was applied on `target`: it is attached again, in the log."""
+        if (target, origin) in self.detachments.all():
+            self.detachments.remove(target, origin)
+            cursor = self.cursors[(target, origin)]
+            cursor.blocked = cursor.blocked_by = ""
+            log.info("target %s is attached to origin %s again (reseeded)", target, origin)
+        self.check_floor(origin)
+
     # -- HELLO -------------------------------------------------------------------------------
     def hello(self, host: Host, header: dict[str, Any]) -> None:
         """The target role of a HELLO: its checkpoints are the truth."""
@@ -110,7 +145,8 @@ class Delivery:
             position, epoch = reported.get(origin, (None, None))
             cursor.reset_to(position, epoch)
             self.reported.add((host.name, origin))
-            cursor.blocked = cursor.blocked_by = ""
+            if cursor.blocked_by != "detached":  # only a reseed attaches it again
+                cursor.blocked = cursor.blocked_by = ""
         for origin in sorted(self.router.origins_of(host.name)):
             self.check_floor(origin)
 
@@ -124,7 +160,11 @@ class Delivery:
         if floor is None:
             return
         behind = [
-            c for c in self.of_origin(origin) if c.applied is not None and c.applied.key < floor.key
+            c
+            for c in self.of_origin(origin)
+            if c.applied is not None
+            and c.applied.key < floor.key
+            and c.blocked_by != "detached"  # held by nothing until a reseed
         ]
         if not behind:
             return
@@ -414,20 +454,29 @@ class Delivery:
         """Compact a step; True when more is left to drop (call again soon)."""
         more = False
         for origin in self.origins.names:
-            # A target that needs a reseed does not hold the log; one waiting for a larger
-            # max_message_bytes does.
-            cursors = [c for c in self.of_origin(origin) if c.blocked_by != "floor"]
-            if not cursors or any(c.repairs for c in cursors):
+            every = self.of_origin(origin)
+            # A target that needs a reseed does not hold the log, nor does a detached one; one
+            # waiting for a larger max_message_bytes does.
+            cursors = [c for c in every if c.blocked_by not in ("floor", "detached")]
+            if any(c.repairs for c in every):
                 continue  # a repair will send its target back to its snapshot: keep the log
-            lowest = min(cursors, key=lambda c: c.applied_key)
             head = self.log.head(origin)
-            if lowest.applied is None or head is None:
+            if head is None:
                 continue
-            # A target may have applied what was forwarded to it before the commit: the floor
-            # never passes what the log holds.
+            if cursors:
+                lowest = min(cursors, key=lambda c: c.applied_key)
+                if lowest.applied is None:
+                    continue
+                # A target may have applied what was forwarded to it before the commit: the
+                # floor never passes what the log holds.
+                below = min(lowest.applied, head)
+            elif every and all(c.blocked_by == "detached" for c in every):
+                below = head  # nobody is to be sent anything: only a reseed brings one back
+            else:
+                continue
             now = time.monotonic()
-            holds = [c.seed_hold for c in cursors if c.seed_hold and c.seed_hold_until > now]
-            dropped, done = self.log.compact(origin, min(lowest.applied, head, *holds))
+            holds = [c.seed_hold for c in every if c.seed_hold and c.seed_hold_until > now]
+            dropped, done = self.log.compact(origin, min([below, *holds]))
             more = more or not done
             if dropped:
                 log.debug("compacted %d transactions of %s", dropped, origin)

@@ -50,12 +50,12 @@ class Repairs:
         head: Callable[[str], Position | None],
         max_bytes: int,
         seeds: SeedRecords,
-        check_floor: Callable[[str], None],
+        reseeded: Callable[[str, str], None],
     ) -> None:
         self.router, self.hosts, self.send = router, hosts, send
         self.cursor_of, self.floor_key, self.head = cursor_of, floor_key, head
         self.max_bytes = max_bytes
-        self.seeds, self.check_floor = seeds, check_floor
+        self.seeds, self.reseeded = seeds, reseeded
 
     def request(self, identity: bytes, message: frames.Message) -> Cursor:
         """Queue a REPAIR on its cursor (the caller then pumps that cursor)."""
@@ -113,7 +113,7 @@ class Repairs:
                 "route the table to that target in the hub's config (and restart the hub), "
                 "or leave it out of --tables",
             )
-        if cursor.blocked_by == "floor" and not seed.reset:
+        if cursor.blocked_by in ("floor", "detached") and not seed.reset:
             raise ProtocolError(
                 f"{target} is blocked: {cursor.blocked}",
                 "seed every table it gets from that origin (run seed without --tables): only "
@@ -128,7 +128,7 @@ class Repairs:
         if not cursor.blocked:
             return True
         seed = cursor.repairs[0].seed
-        return cursor.blocked_by == "floor" and seed is not None and seed.reset
+        return cursor.blocked_by in ("floor", "detached") and seed is not None and seed.reset
 
     def deliver(self, target: str, origin: str, cursor: Cursor) -> None:
         """Send the first queued repair, unless it is out already."""
@@ -172,7 +172,7 @@ class Repairs:
         if repair.seed is not None:
             self.seeds.applied(cursor.origin, target, repair.seed, str(repair.snapshot))
             if repair.seed.reset:
-                self.check_floor(cursor.origin)  # the checkpoint may be in the log again
+                self.reseeded(cursor.origin, target)  # the checkpoint is in the log again
         self.send(repair.requester, frames.REPAIRED, {"id": repair.id, "upto": upto}, ())
         return True
 

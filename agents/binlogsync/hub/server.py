@@ -263,6 +263,13 @@ class Hub(RunLoop):
         elif kind == frames.REPAIR:
             cursor = self.delivery.repairs.request(identity, message)
             touched.add((cursor.target, cursor.origin))
+        elif kind == frames.DETACH:
+            touched.add(self.delivery.detach(header))
+            self._send(
+                identity,
+                frames.DETACHED,
+                {"id": header["id"], "origin": header["origin"], "target": header["target"]},
+            )
         elif kind == frames.CAPTURE_SKIP:
             self.origins.skip_request(identity, header)
         elif host is None:

@@ -79,6 +79,7 @@ def build(
                 "error_at": c.error_at,
                 "retry_in": c.retry_in,
                 "blocked": c.blocked or None,
+                "detached": c.blocked_by == "detached",
             }
         )
         if detail:

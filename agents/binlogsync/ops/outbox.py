@@ -6,6 +6,10 @@ stuck, read from the hub (STATUS with backlog bytes) and held against configured
     stuck     targets whose apply fails (the error and where), or that the hub blocks
               (`reseed needed`, a message too large)
 
+A target past `detach_age` or `detach_bytes` is detached (DETACH: the hub stops holding its
+changes, so its log stays bounded), and a detached target that is online again is reseeded
+(`binlogsync seed` of every table, given the origin's database), after which it streams again.
+
 An alert is raised (`OutboxAlert`, naming every host and limit passed) when a host has been
 offline longer than `max_offline`, a backlog is older than `max_age` or larger than
 `max_bytes` / `max_transactions`, or a target is stuck: so a scheduler that runs this (the
@@ -19,8 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import DatabaseSettings
 from ..errors import BinlogsyncError
-from ..hubcommands import fetch_status
+from ..hubcommands import detach, fetch_status
 
 
 class OutboxAlert(BinlogsyncError):
@@ -33,6 +38,10 @@ class Limits:
     max_age: float | None = 3600.0  # seconds the oldest waiting transaction may wait
     max_bytes: int | None = None  # stored bytes a target's backlog may hold
     max_transactions: int | None = None
+    # Past these the target is detached (the hub stops holding its changes) and must be
+    # reseeded; None: never.
+    detach_age: float | None = None
+    detach_bytes: int | None = None
 
 
 @dataclass
@@ -42,6 +51,8 @@ class OutboxReport:
     backlogs: list[dict[str, Any]] = field(default_factory=list)
     stuck: list[dict[str, Any]] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
+    detached: list[dict[str, Any]] = field(default_factory=list)  # by this run
+    reseeded: list[dict[str, Any]] = field(default_factory=list)  # by this run
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -50,6 +61,8 @@ class OutboxReport:
             "backlogs": self.backlogs,
             "stuck": self.stuck,
             "alerts": self.alerts,
+            "detached": self.detached,
+            "reseeded": self.reseeded,
         }
 
     def render(self) -> str:
@@ -64,6 +77,13 @@ class OutboxReport:
             )
         for s in self.stuck:
             lines.append(f"  STUCK {s['origin']} -> {s['target']}: {s['reason']}")
+        lines += [
+            f"  DETACHED {d['origin']} -> {d['target']}: {d['reason']}" for d in self.detached
+        ]
+        lines += [
+            f"  RESEEDED {r['origin']} -> {r['target']}: {r['rows']:,} rows in {r['seconds']:.1f} s"
+            for r in self.reseeded
+        ]
         lines += [f"  ALERT {a}" for a in self.alerts] or ["  no alerts"]
         return "\n".join(lines)
 
@@ -99,6 +119,7 @@ def build(status: dict[str, Any], limits: Limits) -> OutboxReport:
         backlog = {
             "target": t["target"],
             "origin": t["origin"],
+            "detached": bool(t.get("detached")),
             "transactions": int(t["backlog"]),
             "bytes": int(t.get("backlog_bytes", 0)),
             "age_seconds": float(t["backlog_age_seconds"]),
@@ -140,10 +161,64 @@ def build(status: dict[str, Any], limits: Limits) -> OutboxReport:
     return report
 
 
-def run(config_path: str, limits: Limits, timeout: float = 10.0) -> OutboxReport:
-    """Fetch the hub's status (with backlog bytes) and build the report; the caller decides
-    whether alerts fail it (`raise_alerts`)."""
-    return build(fetch_status(config_path, timeout, detail=True), limits)
+def run(
+    config_path: str,
+    limits: Limits,
+    timeout: float = 10.0,
+    sources: dict[str, DatabaseSettings] | None = None,
+) -> OutboxReport:
+    """Fetch the hub's status (with backlog bytes) and build the report; detach the targets
+    past the detach limits; with `sources` (origin → its database), reseed every detached
+    target that is online again. The caller decides whether alerts fail it (`raise_alerts`)."""
+    status = fetch_status(config_path, timeout, detail=True)
+    report = build(status, limits)
+    for b in report.backlogs:
+        why = _detach_reason(b, limits)
+        if why and not b["detached"]:
+            detach(config_path, b["origin"], b["target"], why)
+            report.detached.append({"origin": b["origin"], "target": b["target"], "reason": why})
+            report.alerts.append(f"{b['origin']} -> {b['target']} detached: {why}")
+    if sources:
+        online = {h["name"] for h in report.hosts if h["online"]}
+        for b in report.backlogs:
+            detached = b["detached"] or any(
+                d["target"] == b["target"] and d["origin"] == b["origin"] for d in report.detached
+            )
+            if detached and b["target"] in online and b["origin"] in sources:
+                report.reseeded.append(_reseed(config_path, b["origin"], b["target"], sources))
+        if report.reseeded:  # the alerts of what was reseeded are answered
+            done = {(r["origin"], r["target"]) for r in report.reseeded}
+            report.alerts = [
+                a for a in report.alerts if not any(a.startswith(f"{o} -> {t}") for o, t in done)
+            ]
+    return report
+
+
+def _detach_reason(backlog: dict[str, Any], limits: Limits) -> str:
+    if limits.detach_age is not None and backlog["age_seconds"] > limits.detach_age:
+        return (
+            f"its oldest waiting transaction was {_age(backlog['age_seconds'])} old (detach "
+            f"limit {limits.detach_age:.0f} s)"
+        )
+    if limits.detach_bytes is not None and backlog["bytes"] > limits.detach_bytes:
+        return f"{backlog['bytes']:,} bytes waited for it (detach limit {limits.detach_bytes:,})"
+    return ""
+
+
+def _reseed(
+    config_path: str, origin: str, target: str, sources: dict[str, DatabaseSettings]
+) -> dict[str, Any]:
+    from ..seed.run import SeedOptions, seed
+
+    done = seed(SeedOptions(config_path, origin, target, sources[origin], restart=True))
+    data = done.to_json()
+    return {
+        "origin": origin,
+        "target": target,
+        "rows": data["rows"],
+        "seconds": data["seconds"],
+        "tables": len(data["tables"]),
+    }
 
 
 def raise_alerts(report: OutboxReport) -> None:

@@ -37,6 +37,7 @@ DELIVER, APPLIED, FAILED, HALTED = b"DELIVER", b"APPLIED", b"FAILED", b"HALTED"
 PING, PONG, STATUS, STATUS_REPLY, ERROR = b"PING", b"PONG", b"STATUS", b"STATUS_REPLY", b"ERROR"
 REPAIR, REPAIRED = b"REPAIR", b"REPAIRED"
 CAPTURE_SKIP, SKIPPED = b"CAPTURE_SKIP", b"SKIPPED"
+DETACH, DETACHED = b"DETACH", b"DETACHED"
 
 # Field types: str, int (0 ≤ n < 2**63), num (finite, 0 ≤ x ≤ 1e12), bool, pos (a position),
 # pos? (a position or nil), list, map, str? (a string or nil).
@@ -70,6 +71,8 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     REPAIR: {"origin": _STR, "target": _STR, "snapshot": _POS, "id": _STR},
     REPAIRED: {"id": _STR, "upto": _POS},
     CAPTURE_SKIP: {"origin": _STR, "to": _OPTPOS, "reason": _STR, "id": _STR},
+    DETACH: {"origin": _STR, "target": _STR, "reason": _STR, "id": _STR},
+    DETACHED: {"id": _STR, "origin": _STR, "target": _STR},
     SKIPPED: {"id": _STR, "origin": _STR, "skipped_from": _OPTPOS, "to": _POS},
 }
 OPTIONAL: dict[bytes, dict[str, str]] = {

@@ -149,6 +149,25 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_timing(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .ops.timing import run
+
+    _clean_up_on_sigterm()
+    rows = [int(x) for x in args.rows.split(",")]
+    result = run(Path(args.out), rows, args.runs, args.dir)
+    data = result.to_json()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        print(
+            f"paper timing: worst ours/native {data['worst_ours_over_native']:.2f}x, worst lag "
+            f"{data['worst_lag_ms']:.1f} ms; {data['json']} and {data['png']}"
+        )
+    return 0
+
+
 def cmd_detach(args: argparse.Namespace) -> int:
     from .hubcommands import detach
 
@@ -375,6 +394,18 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_outbox)
+
+    s = command(
+        "timing",
+        "the paper's Table 1 on throwaway servers beside native replication, kept as JSON and "
+        "a PNG plot per run",
+    )
+    s.add_argument("--out", required=True, help="folder for timing-<time>.json and .png")
+    s.add_argument("--rows", default="100,200,400,600,1000", help="the paper's statement counts")
+    s.add_argument("--runs", type=int, default=1, help="runs per cell; the median is kept")
+    s.add_argument("--dir", default=None, help="folder for the throwaway servers")
+    s.add_argument("--json", action="store_true", help="print the result as JSON")
+    s.set_defaults(func=cmd_timing)
 
     s = command(
         "detach",

@@ -208,10 +208,11 @@ def decide(
             reasons.append("the current file")
         for need, at in need_at:
             if i == at:
+                where = _short(need.position)
                 reasons.append(
-                    f"{need.who} {need.position} is in it"
+                    f"{need.who} {where} is in it"
                     if need.file is not None
-                    else f"{need.who} {need.position} needs it and older, purged files"
+                    else f"{need.who} {where} needs it and older, purged files"
                 )
             elif i > at:
                 reasons.append(f"{need.who} needs it")
@@ -226,6 +227,11 @@ def decide(
     return tuple(decisions)
 
 
+def _short(position: Position) -> str:
+    """A GTID position as its state (where it was read is beside the point here)."""
+    return (position.gtid or "(empty GTID state)") if position.by_gtid else str(position)
+
+
 # -- the job -----------------------------------------------------------------------------
 def binlog_retention(options: RetentionOptions) -> RetentionResult:
     """Read what needs the origin's binlog, plan, and purge below it (not in a dry run)."""
@@ -238,27 +244,12 @@ def binlog_retention(options: RetentionOptions) -> RetentionResult:
                          "REPLICATION SLAVE (to read when a file was created)")  # fmt: skip
     try:
         with mysql.errors(source, doing, RetentionRefused), conn.cursor() as cur:
-            cur.execute("SELECT @@server_id")
-            server_id = int(cur.fetchone()[0])
-            for replica in options.replicas:
-                positions.append(_replica_need(replica, server_id, source))
-            files = list_files(cur)
-            cur.execute("SELECT UNIX_TIMESTAMP()")
-            now = float(cur.fetchone()[0])
-            needs = []
-            for who, position in positions:
-                at = needed_from(files, position)
-                needs.append(Need(who, position, files[at].name if at is not None else None))
-            closed = _closing_times(options, files, now)
-            decisions = decide(
-                files,
-                needs,
-                keep_files=options.keep_files,
-                keep_hours=options.keep_hours,
-                now=now,
-                closed=closed,
-                dry_run=options.dry_run,
-            )
+            try:
+                now, needs, files, decisions = _plan(options, positions, cur)
+            except RetentionRefused as exc:
+                if "nothing was purged" not in exc.fix:
+                    exc.fix = (exc.fix + "; " if exc.fix else "") + "nothing was purged"
+                raise
             first_kept = next(d.name for d in decisions if d.status == "kept")
             purge = first_kept if first_kept != files[0].name else None
             warnings: list[str] = []
@@ -284,6 +275,32 @@ def binlog_retention(options: RetentionOptions) -> RetentionResult:
     )
     _log(result)
     return result
+
+
+def _plan(
+    options: RetentionOptions, positions: list[tuple[str, Position]], cur: Any
+) -> tuple[float, list[Need], list[BinlogFile], tuple[FileDecision, ...]]:
+    cur.execute("SELECT @@server_id")
+    server_id = int(cur.fetchone()[0])
+    for replica in options.replicas:
+        positions.append(_replica_need(replica, server_id, options.source))
+    files = list_files(cur)
+    cur.execute("SELECT UNIX_TIMESTAMP()")
+    now = float(cur.fetchone()[0])
+    needs = []
+    for who, position in positions:
+        at = needed_from(files, position)
+        needs.append(Need(who, position, files[at].name if at is not None else None))
+    decisions = decide(
+        files,
+        needs,
+        keep_files=options.keep_files,
+        keep_hours=options.keep_hours,
+        now=now,
+        closed=_closing_times(options, files, now),
+        dry_run=options.dry_run,
+    )
+    return now, needs, files, decisions
 
 
 def _after_purge(d: FileDecision, left: set[str], warnings: list[str]) -> FileDecision:

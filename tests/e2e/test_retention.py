@@ -288,17 +288,19 @@ def test_keep_files_and_keep_hours_hold_files(
         assert plan["purge_to"] == files[-4]
         assert _by_file(plan)[files[-4]]["reasons"] == ["one of the newest 4"]
 
-        # In process, at once: the files closed before the pause are more than 5 s old.
+        # The files closed before the pause are older than the window, the rest younger: the
+        # window ends halfway through the pause, however long the steps above took.
+        window = _server_now(origin) - (started + 5)
         options = RetentionOptions(
             str(s.agents["hub"].config),
             "origin",
             parse_url(origin.url),
             keep_files=1,
-            keep_hours=5 / 3600,
+            keep_hours=window / 3600,
         )
         result = binlog_retention(options)
         assert result.purge_to == young_from
         assert result.purged == files[: files.index(young_from)]
         kept = {f.name: f.reasons for f in result.files}
-        assert kept[young_from] == (f"younger than {5 / 3600:g} h",)
+        assert kept[young_from] == (f"younger than {window / 3600:g} h",)
         assert _binlogs(origin) == files[files.index(young_from) :]

@@ -1,4 +1,4 @@
-"""The `binlogsync` command: agents, sandbox, keys, status, skip, reconcile, bench, demo.
+"""The `binlogsync` command: agents, operator tools (status, skip, seed, retention, …), demo.
 
 Exit codes: 0 done, 1 a check found differences or a run failed, 2 bad input (config, usage).
 Every BinlogsyncError is printed as one line that says what is wrong and how to fix it.
@@ -183,6 +183,12 @@ def cmd_seed(args: argparse.Namespace) -> int:
     from .seed.cli import run_from_args
 
     return run_from_args(args)
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    from .ops.commands import run_retention
+
+    return run_retention(args)
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
@@ -428,6 +434,16 @@ def parser() -> argparse.ArgumentParser:
 
     seed_arguments(s)
     s.set_defaults(func=cmd_seed)
+
+    s = command(
+        "retention",
+        "purge an origin's binary logs below the oldest position anything still needs (the "
+        "hub's head, the targets' checkpoints, native replicas), keeping a floor of files",
+    )
+    from .ops.commands import add_retention_arguments  # argparse only
+
+    add_retention_arguments(s)
+    s.set_defaults(func=cmd_retention)
 
     s = command("sandbox", "throwaway MariaDB servers on loopback")
     s.add_argument(

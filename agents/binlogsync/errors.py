@@ -10,6 +10,7 @@
     ├── TransportError              a socket cannot bind or connect (start-up)             exit 2
     ├── UnreachableError            retryable: a database or the hub cannot be reached now
     ├── DatabaseError               a server refused a statement (.code, .kind: mysql.py)
+    ├── RetentionRefused            a position that binlog retention must respect is unknown
     ├── ApplyError                  retryable: a transaction cannot be applied on a target
     │   ├── MissingTableError       the target has no such table
     │   ├── SchemaMismatchError     the target's columns differ from the origin's
@@ -119,6 +120,11 @@ class UnreachableError(BinlogsyncError):
     """A database server or the hub cannot be reached right now."""
 
     retryable = True
+
+
+class RetentionRefused(BinlogsyncError):
+    """Binlog retention purges nothing: a position it must keep (the hub's head, a target's
+    checkpoint, a native replica's) cannot be read. The message names which one."""
 
 
 class ApplyError(BinlogsyncError):

@@ -1,3 +1,10 @@
-"""Lifecycle jobs, one module per job, usable without Airflow (the DAGs and the CLI are thin
-faces over them): `outbox.py` (who is offline, what waits, what is stuck), `retention.py`
-(binlog purges that keep what anything still needs)."""
+"""Lifecycle work that runs on a schedule: one module per job, usable without Airflow. The CLI
+calls them, and Airflow DAGs will be thin wrappers around the same calls.
+
+    retention.py     binlog_retention: purge an origin's binlogs below what anything needs
+    binlogfiles.py   the origin's binlog files (start states, ages), purging, replica positions
+    outbox.py        who is offline, what waits for whom, what is stuck; detach past limits,
+                     reseed when back
+    timing.py        the paper's Table 1, kept as JSON and a PNG per run
+    commands.py      the command-line faces of retention
+"""

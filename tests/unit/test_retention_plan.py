@@ -124,3 +124,21 @@ def test_options_refuse_floors_that_would_purge_everything(files: int, hours: fl
                                keep_hours=hours)  # fmt: skip
     with pytest.raises(UsageError):
         options.check()
+
+
+def test_a_detached_target_holds_no_binlog_and_an_unknown_one_refuses() -> None:
+    from binlogsync.ops.retention import hub_positions
+
+    head = Position("binlog.000009", 4).to_json()
+    status = {
+        "hub": "hub",
+        "origins": [{"origin": "o", "head": head}],
+        "targets": [
+            {"target": "gone", "origin": "o", "applied": None, "detached": True},
+            {"target": "t", "origin": "o", "applied": Position("binlog.000007", 4).to_json()},
+        ],
+    }
+    assert [name for name, _ in hub_positions(status, "o", False)] == ["hub head", "target t"]
+    status["targets"][0]["detached"] = False
+    with pytest.raises(RetentionRefused, match="gone"):
+        hub_positions(status, "o", False)

@@ -8,7 +8,8 @@ What needs the binlog of origin O, each as a position:
     target T     each routed target's applied checkpoint for O (unless `ignore_targets`): a hub
                  that has to be rebuilt from nothing re-reads O from the oldest target
                  checkpoint. So a target that stays offline holds binlogs back until it is
-                 detached (taken out of the routes) or `ignore_targets` is set.
+                 detached (`binlogsync detach`, or `outbox --detach-after-…`: it then comes
+                 back by a reseed only) or `ignore_targets` is set.
     replica R    every native replica given: the GTID state it resumes from
                  (`Gtid_Slave_Pos`), read from its connection to O; its IO thread must run.
 
@@ -321,6 +322,14 @@ def _hub_positions(options: RetentionOptions) -> list[tuple[str, Position]]:
             f"the hub's durable head for origin {origin!r} is unknown: {exc.message}",
             (exc.fix + "; " if exc.fix else "") + "nothing was purged",
         ) from exc
+    return hub_positions(status, origin, options.ignore_targets)
+
+
+def hub_positions(
+    status: dict[str, Any], origin: str, ignore_targets: bool
+) -> list[tuple[str, Position]]:
+    """What the hub's STATUS says needs `origin`'s binlog: its head, and (unless
+    `ignore_targets`) every attached target's checkpoint; RetentionRefused when unknown."""
     hub = status.get("hub", "the hub")
     rows = [o for o in status.get("origins", []) if o.get("origin") == origin]
     if not rows:
@@ -337,17 +346,17 @@ def _hub_positions(options: RetentionOptions) -> list[tuple[str, Position]]:
             "nothing was purged",
         )
     positions = [("hub head", Position.from_json(rows[0]["head"]))]
-    if options.ignore_targets:
+    if ignore_targets:
         return positions
     for row in status.get("targets", []):
-        if row.get("origin") != origin:
-            continue
+        if row.get("origin") != origin or row.get("detached"):
+            continue  # a detached target comes back by a reseed only: it needs no binlog
         if row.get("applied") is None:
             raise RetentionRefused(
                 f"the checkpoint of target {row.get('target')!r} for origin {origin!r} is "
                 f"unknown to hub {hub} (it never reported one: not connected yet, or nothing "
                 "applied)",
-                "let the target connect (or seed it), detach it from the routes, or pass "
+                "let the target connect (or seed it), detach it (`binlogsync detach`), or pass "
                 "--ignore-targets (a hub rebuilt from nothing could then not re-read what it "
                 "misses); nothing was purged",
             )

@@ -168,6 +168,24 @@ def cmd_timing(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reconcile_result(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .ops.reconcile_run import check, collect, keep
+
+    outcome = collect(Path(args.out), args.show)
+    if args.state:
+        keep(outcome, Path(args.state))
+    data = outcome.to_json()
+    print(
+        json.dumps(data, indent=2, default=str)
+        if args.json
+        else f"reconciliation {args.out}: {outcome.state}, {outcome.differing} row(s) differ"
+    )
+    check(outcome)  # exit 1 listing the rows when they differ unrepaired, 2 when it failed
+    return 0
+
+
 def cmd_detach(args: argparse.Namespace) -> int:
     from .hubcommands import detach
 
@@ -412,6 +430,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--dir", default=None, help="folder for the throwaway servers")
     s.add_argument("--json", action="store_true", help="print the result as JSON")
     s.set_defaults(func=cmd_timing)
+
+    s = command(
+        "reconcile-result",
+        "read a reconciliation's output folder: keep it as the last result, exit 1 listing "
+        "the differing rows unless they were repaired",
+    )
+    s.add_argument("--out", required=True, help="the reconciliation's output folder (--out)")
+    s.add_argument("--state", help="folder for last-reconcile.json (what the UI page shows)")
+    s.add_argument("--show", type=int, default=50, help="differing rows to list")
+    s.add_argument("--json", action="store_true", help="print the outcome as JSON")
+    s.set_defaults(func=cmd_reconcile_result)
 
     s = command(
         "detach",

@@ -6,5 +6,6 @@ calls them, and Airflow DAGs will be thin wrappers around the same calls.
     outbox.py        who is offline, what waits for whom, what is stuck; detach past limits,
                      reseed when back
     timing.py        the paper's Table 1, kept as JSON and a PNG per run
+    reconcile_run.py after a reconciliation: the outcome kept, differing rows as the failure
     commands.py      the command-line faces of retention
 """

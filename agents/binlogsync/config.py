@@ -16,6 +16,7 @@ themselves. docs/config.md documents every key.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -538,6 +539,12 @@ def load_client(
 
 def load_admin(path: str | os.PathLike[str]) -> AdminConfig:
     data, base = _read_toml(path)
+    return admin_from_mapping(data, base)
+
+
+def admin_from_mapping(data: dict[str, Any], base: Path) -> AdminConfig:
+    """An admin config from its tables as a mapping (what a TOML file holds), checked as
+    `load_admin` checks a file: the Airflow hook builds one from a connection this way."""
     _no_unknown_tables(data, _ADMIN_TABLES)
     if "admin" not in data:
         raise ConfigError("the admin config has no [admin] table", "see docs/config.md")
@@ -547,6 +554,16 @@ def load_admin(path: str | os.PathLike[str]) -> AdminConfig:
         hub=_endpoint(s, "hub"),
         security=_security(data, base, hub=False),
     )
+
+
+def admin_toml(config: AdminConfig) -> str:
+    """`config` as the TOML of an [admin] file (for a tool run in another process)."""
+    lines = ["[admin]", f"name = {json.dumps(config.name)}", f"hub = {json.dumps(config.hub)}"]
+    s = config.security
+    if s.enabled:
+        lines += ["", "[security]", f"secret_key_file = {json.dumps(str(s.secret_key_file))}"]
+        lines.append(f"hub_public_key_file = {json.dumps(str(s.hub_public_key_file))}")
+    return "\n".join(lines) + "\n"
 
 
 def load_any(

@@ -24,11 +24,11 @@ from .errors import ApplyError, UnreachableError, UsageError
 from .model import Change, Transaction
 from .position import Position
 from .transport import frames
-from .transport.admin import admin_socket
+from .transport.admin import HubAccess, admin_socket
 
 
 def send_repair(
-    config_path: str,
+    config_path: HubAccess,
     origin: str,
     target: str,
     snapshot: Position,
@@ -58,7 +58,7 @@ def send_repair(
                 raise ApplyError(f"repair refused: {message.header['message']}")
 
 
-def fetch_status(path: str, timeout: float = 5.0, detail: bool = False) -> dict[str, Any]:
+def fetch_status(path: HubAccess, timeout: float = 5.0, detail: bool = False) -> dict[str, Any]:
     """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub)."""
     with admin_socket(path) as (sock, endpoint):
         sock.send_multipart(frames.encode(frames.STATUS, {"detail": True} if detail else {}))
@@ -74,7 +74,7 @@ def fetch_status(path: str, timeout: float = 5.0, detail: bool = False) -> dict[
 
 
 def skip_capture(
-    config_path: str, origin: str, to: Position | None, reason: str, timeout: float = 60.0
+    config_path: HubAccess, origin: str, to: Position | None, reason: str, timeout: float = 60.0
 ) -> tuple[Position | None, Position]:
     """Move `origin`'s capture to `to` (None: its current binlog position) through the hub;
     returns (where capture stood, where it resumes). The origin's agent must be online (or
@@ -100,7 +100,9 @@ def skip_capture(
                 raise UsageError(f"the hub refused capture-skip: {message.header['message']}")
 
 
-def detach(config_path: str, origin: str, target: str, reason: str, timeout: float = 10.0) -> None:
+def detach(
+    config_path: HubAccess, origin: str, target: str, reason: str, timeout: float = 10.0
+) -> None:
     """Make the hub stop holding `origin`'s changes for `target` until a whole reseed."""
     detach_id = uuid.uuid4().hex[:12]
     header = {"origin": origin, "target": target, "reason": reason, "id": detach_id}

@@ -26,6 +26,7 @@ from typing import Any
 from ..config import DatabaseSettings
 from ..errors import BinlogsyncError
 from ..hubcommands import detach, fetch_status
+from ..transport.admin import HubAccess
 
 
 class OutboxAlert(BinlogsyncError):
@@ -162,7 +163,7 @@ def build(status: dict[str, Any], limits: Limits) -> OutboxReport:
 
 
 def run(
-    config_path: str,
+    config_path: HubAccess,
     limits: Limits,
     timeout: float = 10.0,
     sources: dict[str, DatabaseSettings] | None = None,
@@ -206,7 +207,7 @@ def _detach_reason(backlog: dict[str, Any], limits: Limits) -> str:
 
 
 def _reseed(
-    config_path: str, origin: str, target: str, sources: dict[str, DatabaseSettings]
+    config_path: HubAccess, origin: str, target: str, sources: dict[str, DatabaseSettings]
 ) -> dict[str, Any]:
     from ..seed.run import SeedOptions, seed
 

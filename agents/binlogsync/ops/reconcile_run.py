@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BinlogsyncError
+from . import state as state_files
 
 KINDS = ("missing", "extra", "changed", "unsettled")
 LAST = "last-reconcile.json"
@@ -122,12 +123,7 @@ def collect(out: Path, show: int = 50) -> ReconcileOutcome:
 
 def keep(outcome: ReconcileOutcome, state: Path) -> Path:
     """Write the outcome as the last reconciliation (atomically: a reader never sees half)."""
-    state.mkdir(parents=True, exist_ok=True)
-    path = state / LAST
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(outcome.to_json(), indent=2, default=str))
-    tmp.replace(path)
-    return path
+    return state_files.keep(state, LAST, outcome.to_json())
 
 
 def check(outcome: ReconcileOutcome) -> None:

@@ -45,6 +45,7 @@ from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, RetentionRefused, UsageError
 from ..hubcommands import fetch_status
 from ..position import Position, file_number, missing_from
+from ..transport.admin import HubAccess
 from .binlogfiles import BinlogFile, created_at, list_files, purge_to, replica_position
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ DEFAULT_KEEP_HOURS = 24.0
 
 @dataclass(frozen=True)
 class RetentionOptions:
-    config: str  # a config that reaches the hub: the hub's, an [admin] one, or a client's
+    config: HubAccess  # what reaches the hub: a hub, [admin] or client config (or its path)
     origin: str  # the origin's host name, as the hub's routes name it
     source: DatabaseSettings  # the origin's MariaDB server, whose binlogs are purged
     replicas: tuple[DatabaseSettings, ...] = ()

@@ -37,6 +37,7 @@ from ..hub.seeds import SeedChunk
 from ..hubcommands import fetch_status
 from ..model import Change, Transaction
 from ..reconcile.connections import close, connect
+from ..transport.admin import HubAccess
 from . import chunks, rowread, sender
 from .progress import Progress
 from .tables import SeedTable, plan, route_patterns
@@ -48,7 +49,7 @@ DEFAULT_WINDOW = 4
 
 @dataclass(frozen=True)
 class SeedOptions:
-    config: str  # any config that reaches the hub (hub, client or admin)
+    config: HubAccess  # any config that reaches the hub (hub, client or admin), or its path
     origin: str
     target: str
     source: DatabaseSettings  # the origin's database

@@ -20,7 +20,7 @@ from ..errors import ApplyError, StaleSnapshotError
 from ..hub.seeds import SeedChunk
 from ..position import Position
 from ..transport import frames
-from ..transport.admin import admin_socket
+from ..transport.admin import HubAccess, admin_socket
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +65,6 @@ class Sender:
 
 
 @contextmanager
-def connect(config_path: str, origin: str, target: str) -> Iterator[Sender]:
+def connect(config_path: HubAccess, origin: str, target: str) -> Iterator[Sender]:
     with admin_socket(config_path) as (sock, endpoint):
         yield Sender(sock, endpoint, origin, target)

@@ -1,8 +1,11 @@
 """A short-lived connection to the hub for commands (`status`, repairs), made from any agent's
-config: a hub config connects with the hub's own keys, a client or admin config with its own."""
+config: a hub config connects with the hub's own keys, a client or admin config with its own.
+Commands take a `HubAccess`: a config file's path, or an admin config already made (the
+Airflow hook makes one from its connection)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -11,6 +14,8 @@ import zmq
 from ..config import AdminConfig, ClientConfig, HubConfig, load_any
 from ..errors import ConfigError
 from . import curve
+
+HubAccess = str | os.PathLike[str] | AdminConfig
 
 
 def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
@@ -34,9 +39,10 @@ def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
 
 
 @contextmanager
-def admin_socket(path: str) -> Iterator[tuple[zmq.Socket[bytes], str]]:
-    """A DEALER connected to the hub named in the config at `path`, and the endpoint."""
-    config = load_any(path, secrets=False)  # the hub is asked; database passwords are not needed
+def admin_socket(access: HubAccess) -> Iterator[tuple[zmq.Socket[bytes], str]]:
+    """A DEALER connected to the hub that `access` names, and the endpoint."""
+    # The hub is asked; database passwords are not needed.
+    config = access if isinstance(access, AdminConfig) else load_any(access, secrets=False)
     context = zmq.Context()
     sock = context.socket(zmq.DEALER)
     sock.linger = 0

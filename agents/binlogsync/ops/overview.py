@@ -1,0 +1,120 @@
+"""What the Airflow page shows, as one map: the hub's status (hosts, per target and origin
+the applied position, backlog, lag and last error — the numbers of `status --json`) beside
+what the lifecycle jobs kept in the state folder (state.py): the last reconciliation, the
+last retention run, the latest timing run.
+
+Built without Airflow, so it is tested and used the same from the CLI and the plugin. A hub
+that does not answer is part of the picture (`hub_error`), not an exception: the page still
+shows the jobs' results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..errors import BinlogsyncError
+from ..hubcommands import fetch_status
+from ..position import Position
+from ..transport.admin import HubAccess
+from . import state
+
+
+def _position(value: Any) -> str | None:
+    return None if value is None else str(Position.from_json(value))
+
+
+def build(access: HubAccess, state_dir: Path, timeout: float = 5.0) -> dict[str, Any]:
+    out = build_offline(state_dir)
+    try:
+        status = fetch_status(access, timeout)
+    except BinlogsyncError as exc:
+        out["hub_error"] = str(exc)
+    else:
+        out.update(from_status(status))
+    return out
+
+
+def build_offline(state_dir: Path) -> dict[str, Any]:
+    """The jobs' results alone (when the hub cannot even be named)."""
+    return {
+        "hub": None,
+        "hub_error": None,
+        "hosts": [],
+        "pairs": [],
+        "reconcile": last_reconciles(state_dir),
+        "retention": state.read(state_dir / state.RETENTION),
+        "timing": latest_timing(state_dir),
+    }
+
+
+def from_status(status: dict[str, Any]) -> dict[str, Any]:
+    hosts = [
+        {
+            "name": h["name"],
+            "online": bool(h["online"]),
+            "roles": h.get("roles", []),
+            "last_seen": h.get("last_seen"),
+            "seconds_since_seen": h.get("seconds_since_seen"),
+        }
+        for h in sorted(status.get("hosts", ()), key=lambda h: str(h["name"]))
+    ]
+    pairs = [
+        {
+            "target": t["target"],
+            "origin": t["origin"],
+            "applied": _position(t.get("applied")),
+            "applied_at": t.get("applied_at"),
+            "backlog": t.get("backlog", 0),
+            "lag_seconds": t.get("backlog_age_seconds", 0.0),
+            "last_error": t.get("last_error"),
+            "blocked": t.get("blocked"),
+            "detached": bool(t.get("detached")),
+        }
+        for t in status.get("targets", ())
+    ]
+    return {"hub": status.get("hub"), "time": status.get("time"), "hosts": hosts, "pairs": pairs}
+
+
+def last_reconciles(state_dir: Path) -> list[dict[str, Any]]:
+    """The last reconciliation of every job, newest first."""
+    found = []
+    for path in sorted((state_dir / state.RECONCILE_DIR).glob("*/last-reconcile.json")):
+        data = state.read(path)
+        if not isinstance(data, dict):
+            continue
+        # The source position each table's comparison was pinned to (the last chunk's).
+        pins = sorted(
+            {
+                str((t.get("source_positions") or {}).get("last"))
+                for t in data.get("tables", ())
+                if (t.get("source_positions") or {}).get("last")
+            }
+        )
+        found.append(
+            {
+                "job": path.parent.name,
+                "state": data.get("state"),
+                "differing_rows": data.get("differing_rows", 0),
+                "started_at": data.get("started_at"),
+                "tables": len(data.get("tables", ())),
+                "pins": pins,
+                "out": data.get("out"),
+            }
+        )
+    return sorted(found, key=lambda r: str(r["started_at"]), reverse=True)
+
+
+def latest_timing(state_dir: Path) -> dict[str, Any] | None:
+    runs = sorted((state_dir / state.TIMING_DIR).glob("timing-*.json"))
+    if not runs:
+        return None
+    data = state.read(runs[-1]) or {}
+    png = runs[-1].with_suffix(".png")
+    return {
+        "run": runs[-1].stem,
+        "png": png.name if png.exists() else None,
+        "worst_ours_over_native": data.get("worst_ours_over_native"),
+        "worst_lag_ms": data.get("worst_lag_ms"),
+        "cells": data.get("cells", []),
+    }

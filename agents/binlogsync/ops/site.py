@@ -1,0 +1,158 @@
+"""What the scheduled jobs learn from the hub about a site: its origins and, for the
+reconcile job, which targets of an origin to compare on which tables.
+
+The hub's routes (STATUS `routes`) say what goes where; the databases come from the caller
+(the Airflow DAGs read them from connections named `binlogsync_db_<HOST>`). Targets of one
+origin that receive the same table patterns under the same schema renames are compared in
+one run (the source is read once for all of them); others get a run of their own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from .. import mysql
+from ..config import DatabaseSettings
+from ..errors import UsageError
+from ..seed.tables import plan as routed_plan
+
+
+@dataclass(frozen=True)
+class ReconcileJob:
+    name: str  # unique per site: the origin, or origin+target… when it has several groups
+    origin: str
+    targets: tuple[str, ...]
+    patterns: tuple[str, ...]  # the routes' table patterns
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "targets": list(self.targets),
+            "patterns": list(self.patterns),
+            "rename": self.rename,
+        }
+
+
+def origins(status: dict[str, Any]) -> list[str]:
+    """Every origin the hub routes, in name order."""
+    return sorted({str(r["origin"]) for r in status.get("routes", ())})
+
+
+def reconcile_jobs(status: dict[str, Any], only: Sequence[str] = ()) -> list[ReconcileJob]:
+    """The reconciliations that cover every routed (origin, target); `only` limits them to
+    those origins. UsageError names an origin of `only` that the hub does not route."""
+    unknown = sorted(set(only) - set(origins(status)))
+    if unknown:
+        raise UsageError(
+            f"the hub routes no origin named {', '.join(unknown)} (it routes "
+            f"{', '.join(origins(status)) or 'nothing'})",
+            "give origins as the hub's routes name them, or none for all",
+        )
+    groups: dict[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]], list[str]] = {}
+    for origin in origins(status):
+        if only and origin not in only:
+            continue
+        per_target: dict[str, tuple[list[str], dict[str, str]]] = {}
+        for route in status.get("routes", ()):
+            if route["origin"] != origin:
+                continue
+            for target in route["targets"]:
+                patterns, rename = per_target.setdefault(target, ([], {}))
+                patterns.extend(route.get("tables", ()))
+                rename.update(route.get("rename", {}))
+        for target, (patterns, rename) in sorted(per_target.items()):
+            key = (origin, tuple(sorted(set(patterns))), tuple(sorted(rename.items())))
+            groups.setdefault(key, []).append(target)
+    jobs = []
+    for (origin, wanted_patterns, renames), targets in groups.items():
+        several = sum(1 for k in groups if k[0] == origin) > 1
+        name = f"{origin}+{'+'.join(targets)}" if several else origin
+        jobs.append(ReconcileJob(name, origin, tuple(targets), wanted_patterns, dict(renames)))
+    return jobs
+
+
+def routed_tables(
+    source: DatabaseSettings, patterns: Sequence[str], wanted: Sequence[str]
+) -> list[str]:
+    """`schema.table` of every base table of the origin that the routes send and that
+    matches `wanted` (globs; empty: all). UsageError when none does or one has no key."""
+    conn = mysql.connect(source, "listing the routed tables")
+    try:
+        with conn.cursor() as cur:
+            return [t.name for t in routed_plan(cur, patterns, list(wanted) or None)]
+    finally:
+        conn.close()
+
+
+def _env_name(host: str) -> str:
+    return "BINLOGSYNC_PW_" + re.sub(r"[^A-Za-z0-9]", "_", host).upper()
+
+
+def database_url(host: str, db: DatabaseSettings) -> tuple[str, dict[str, str]]:
+    """A reconcile URL for `db` whose password travels in the environment (never in argv,
+    where `ps` and Airflow's rendered arguments would show it), and that environment."""
+    var = _env_name(host)
+    url = f"mysql://{quote(db.user, safe='')}@{db.host}:{db.port}?password_env={var}"
+    return url, {var: db.password}
+
+
+def reconcile_arguments(
+    job: ReconcileJob,
+    tables: Sequence[str],
+    databases: Callable[[str], DatabaseSettings],
+    out: Path,
+    repair: bool,
+    via: Path | None,
+) -> tuple[list[str], dict[str, str]]:
+    """The arguments of `spark_jobs/reconcile_job.py` for `job`, and the environment they
+    need (the passwords). `via` is an [admin] config file that reaches the hub (repair)."""
+    source, env = database_url(job.origin, databases(job.origin))
+    args = ["--source", source]
+    for target in job.targets:
+        url, more = database_url(target, databases(target))
+        args += ["--target", url]
+        env.update(more)
+    args += ["--tables", ",".join(tables), "--out", str(out)]
+    for src, dst in sorted(job.rename.items()):
+        args += ["--rename", f"{src}={dst}"]
+    if repair:
+        if via is None:
+            raise UsageError("a repair needs a config that reaches the hub")
+        args += ["--repair", "--via", str(via), "--origin", job.origin]
+        for target in job.targets:
+            args += ["--target-host", target]
+    return args, env
+
+
+def caught_up(
+    status: dict[str, Any], target: str, origin: str | None = None, max_backlog: int = 0
+) -> tuple[bool, str]:
+    """Whether `target` has applied everything the hub holds for it (from `origin`, or from
+    every origin), within `max_backlog` transactions; and what it waits for, when not."""
+    rows = [
+        t
+        for t in status.get("targets", ())
+        if t["target"] == target and (origin is None or t["origin"] == origin)
+    ]
+    if not rows:
+        return False, f"the hub has no cursor for {target}" + (f" from {origin}" if origin else "")
+    waiting = []
+    for t in rows:
+        if t.get("detached"):
+            waiting.append(f"{t['origin']} -> {target} is detached (a reseed brings it back)")
+        elif t.get("blocked"):
+            waiting.append(f"{t['origin']} -> {target} is blocked: {t['blocked']}")
+        elif int(t.get("backlog", 0)) > max_backlog:
+            waiting.append(
+                f"{t['origin']} -> {target}: {t['backlog']} transaction(s) to apply, the oldest "
+                f"{t.get('backlog_age_seconds', 0):.0f} s old"
+                + (f"; last error: {t['last_error']}" if t.get("last_error") else "")
+            )
+    return not waiting, "; ".join(waiting) or "caught up"

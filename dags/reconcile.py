@@ -1,0 +1,62 @@
+"""reconcile (daily, and on demand): prove the copies equal. `plan` asks the hub which
+targets each origin feeds and finds the routed tables on the origin; `spark_reconcile` runs
+spark_jobs/reconcile_job.py through SparkSubmitOperator (connection `spark_default`:
+`local[*]` here, any master by editing it) once per origin; `reconcile_result` reads each
+report, keeps it (the run's folder, XCom, and the state folder the binlogsync page reads)
+and fails the run listing the differing rows — unless `repair` is on, in which case the
+rows were sent through the hub, ordered with live changes, and the next run is green.
+Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from airflow.sdk import DAG, Param
+from binlogsync_airflow.operators import (
+    BinlogsyncReconcileOperator,
+    ReconcilePlanOperator,
+    ReconcileResultOperator,
+)
+
+with DAG(
+    dag_id="reconcile",
+    schedule="@daily",
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    catchup=False,
+    max_active_runs=1,
+    render_template_as_native_obj=True,
+    tags=["binlogsync"],
+    doc_md=__doc__,
+    params={
+        "origins": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="Origins to reconcile, as the hub's routes name them; empty: all.",
+        ),
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            description="SCHEMA.TABLE globs among the routed tables; empty: every routed table.",
+        ),
+        "repair": Param(
+            False,
+            type="boolean",
+            description="Send the source's rows for every differing key through the hub "
+            "(applied in order with live changes). Off: the run fails listing them.",
+        ),
+    },
+) as dag:
+    plan = ReconcilePlanOperator(
+        task_id="plan", origins="{{ params.origins }}", tables="{{ params.tables }}"
+    )
+    spark = BinlogsyncReconcileOperator.partial(
+        task_id="spark_reconcile", conn_id="spark_default", repair="{{ params.repair }}"
+    ).expand(job=plan.output)
+    result = ReconcileResultOperator(
+        task_id="reconcile_result",
+        jobs="{{ ti.xcom_pull(task_ids='plan') }}",
+        trigger_rule="all_done",  # differences or not, the report is read and kept
+    )
+    spark >> result

@@ -1,0 +1,330 @@
+"""Operators over `binlogsync.ops`. Each stores its arguments (templated, so DAG params
+reach them), builds the hook in `execute()`, calls the library, logs what it did, and returns
+a JSON report (the task's XCom). A condition an operator must report fails the task with a
+message that names it, so Airflow's own alerting (e-mail, callbacks) carries it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow.exceptions import AirflowException
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
+
+from binlogsync.errors import BinlogsyncError, RetentionRefused
+from binlogsync.ops import outbox, reconcile_run, site, state, timing
+from binlogsync.ops.retention import RetentionOptions, binlog_retention
+
+from .hooks import BinlogsyncHook, state_dir
+
+RECONCILE_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]", "_", name)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class BinlogRetentionOperator(BaseOperator):
+    """Purge each origin's binlogs below what anything still needs (ops/retention.py).
+    Origins: `origins`, or every origin the hub routes. An origin whose needs are not all
+    known is refused (nothing purged there); the others still run, then the task fails
+    naming each refusal."""
+
+    template_fields: Sequence[str] = (
+        "origins",
+        "keep_files",
+        "keep_hours",
+        "dry_run",
+        "ignore_targets",
+    )
+
+    def __init__(
+        self,
+        *,
+        origins: Sequence[str] | str = (),
+        keep_files: int = 2,
+        keep_hours: float = 24.0,
+        dry_run: bool = False,
+        ignore_targets: bool = False,
+        binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.origins = origins
+        self.keep_files = keep_files
+        self.keep_hours = keep_hours
+        self.dry_run = dry_run
+        self.ignore_targets = ignore_targets
+        self.binlogsync_conn_id = binlogsync_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from binlogsync.ops.commands import render
+
+        hook = BinlogsyncHook(self.binlogsync_conn_id)
+        admin = hook.admin_config()
+        names = _names(self.origins) or site.origins(hook.status())
+        results: dict[str, Any] = {}
+        refused: list[str] = []
+        for origin in names:
+            options = RetentionOptions(
+                config=admin,
+                origin=origin,
+                source=hook.database(origin),
+                replicas=hook.replicas(origin),
+                keep_files=int(self.keep_files),
+                keep_hours=float(self.keep_hours),
+                ignore_targets=_flag(self.ignore_targets),
+                dry_run=_flag(self.dry_run),
+            )
+            try:
+                result = binlog_retention(options)
+            except RetentionRefused as exc:
+                self.log.error("origin %s: %s", origin, exc)
+                refused.append(f"{origin}: {exc}")
+                results[origin] = {"refused": str(exc)}
+                continue
+            self.log.info("%s", render(result))
+            results[origin] = result.to_json()
+        report = {"at": _now(), "dry_run": _flag(self.dry_run), "origins": results}
+        state.keep(state_dir(), state.RETENTION, report)
+        if refused:
+            raise RetentionRefused(
+                f"retention refused for {len(refused)} origin(s): " + " | ".join(refused)
+            )
+        return report
+
+
+class OutboxOperator(BaseOperator):
+    """The outbox as operations (ops/outbox.py): offline hosts, backlogs, stuck targets;
+    detach past the detach limits, reseed detached targets that are back (`reseed`). Fails
+    with every alert in one message; the report is the return value either way (kept in the
+    state folder)."""
+
+    template_fields: Sequence[str] = (
+        "max_offline",
+        "max_age",
+        "max_bytes",
+        "max_transactions",
+        "detach_after_age",
+        "detach_after_bytes",
+        "reseed",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_offline: float | None = 600.0,
+        max_age: float | None = 3600.0,
+        max_bytes: int | None = None,
+        max_transactions: int | None = None,
+        detach_after_age: float | None = None,
+        detach_after_bytes: int | None = None,
+        reseed: bool = True,
+        binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.max_offline = max_offline
+        self.max_age = max_age
+        self.max_bytes = max_bytes
+        self.max_transactions = max_transactions
+        self.detach_after_age = detach_after_age
+        self.detach_after_bytes = detach_after_bytes
+        self.reseed = reseed
+        self.binlogsync_conn_id = binlogsync_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        hook = BinlogsyncHook(self.binlogsync_conn_id)
+        limits = outbox.Limits(
+            _number(self.max_offline, float),
+            _number(self.max_age, float),
+            _number(self.max_bytes, int),
+            _number(self.max_transactions, int),
+            _number(self.detach_after_age, float),
+            _number(self.detach_after_bytes, int),
+        )
+        sources = None
+        if _flag(self.reseed):
+            sources = {o: hook.database(o) for o in site.origins(hook.status())}
+        report = outbox.run(hook.admin_config(), limits, hook.timeout, sources)
+        self.log.info("%s", report.render())
+        data = {"at": _now(), **report.to_json()}
+        state.keep(state_dir(), state.OUTBOX, data)
+        context["ti"].xcom_push(key="report", value=data)
+        outbox.raise_alerts(report)
+        return data
+
+
+class ReconcilePlanOperator(BaseOperator):
+    """Which reconciliations cover the site (ops/site.py): one per origin (per group of its
+    targets with the same routes), each with the routed tables found on the origin that match
+    `tables`. Returns them as a list, which the Spark task is mapped over."""
+
+    template_fields: Sequence[str] = ("origins", "tables", "out_root")
+
+    def __init__(
+        self,
+        *,
+        origins: Sequence[str] | str = (),
+        tables: Sequence[str] | str = (),
+        out_root: str | None = None,
+        binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.origins = origins
+        self.tables = tables
+        self.out_root = out_root
+        self.binlogsync_conn_id = binlogsync_conn_id
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        hook = BinlogsyncHook(self.binlogsync_conn_id)
+        jobs = site.reconcile_jobs(hook.status(), _names(self.origins))
+        root = Path(self.out_root) if self.out_root else state_dir() / "runs"
+        run = _safe(str(context["run_id"]))
+        planned = []
+        for job in jobs:
+            tables = site.routed_tables(
+                hook.database(job.origin), job.patterns, _names(self.tables)
+            )
+            out = root / run / _safe(job.name)
+            planned.append({**job.to_json(), "tables": tables, "out": str(out)})
+            self.log.info("%s -> %s: %s (out %s)", job.origin, job.targets, tables, out)
+        return planned
+
+
+class BinlogsyncReconcileOperator(SparkSubmitOperator):
+    """`spark_jobs/reconcile_job.py` through the Spark provider (connection `spark_default`:
+    `local[*]`, or any master by editing it) for one planned job. The databases' passwords go
+    in the job's environment, not its arguments. Differences are not this task's failure: the
+    result task reads the report and decides; only a run that could not compare fails here."""
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job", "repair")
+
+    def __init__(
+        self,
+        *,
+        job: dict[str, Any],
+        repair: bool = False,
+        binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("application", str(RECONCILE_JOB))
+        kwargs.setdefault("name", "binlogsync-reconcile")
+        super().__init__(**kwargs)
+        self.job = job
+        self.repair = repair
+        self.binlogsync_conn_id = binlogsync_conn_id
+
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        hook = BinlogsyncHook(self.binlogsync_conn_id)
+        job = site.ReconcileJob(
+            self.job["name"],
+            self.job["origin"],
+            tuple(self.job["targets"]),
+            tuple(self.job["patterns"]),
+            dict(self.job.get("rename", {})),
+        )
+        out = Path(self.job["out"])
+        via = hook.write_admin_config(out.parent / f"{out.name}.hub.toml")
+        args, env = site.reconcile_arguments(
+            job, self.job["tables"], hook.database, out, _flag(self.repair), via
+        )
+        self.application_args = args
+        self.env_vars = {**(self.env_vars or {}), **env}
+        try:
+            super().execute(context)
+        except AirflowException:
+            summary = state.read(out / "summary.json")
+            if not summary or summary.get("exit_code") != 1:
+                raise
+            self.log.info("the copies differ; %s reads the report", "reconcile_result")
+        return {"job": job.name, "out": str(out)}
+
+
+class ReconcileResultOperator(BaseOperator):
+    """Read each planned job's report (ops/reconcile_run.py), keep it as the job's last
+    reconciliation, and fail the run listing the differing rows unless they were repaired
+    (or naming why a run could not compare)."""
+
+    template_fields: Sequence[str] = ("jobs",)
+
+    def __init__(self, *, jobs: Any, show: int = 50, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.jobs = jobs
+        self.show = show
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        outcomes: dict[str, Any] = {}
+        problems: list[str] = []
+        for job in self.jobs or []:
+            try:
+                outcome = reconcile_run.collect(Path(job["out"]), self.show)
+            except BinlogsyncError as exc:
+                problems.append(f"{job['name']}: {exc}")
+                continue
+            reconcile_run.keep(outcome, state_dir() / state.RECONCILE_DIR / _safe(job["name"]))
+            outcomes[job["name"]] = outcome.to_json()
+            self.log.info("%s: %s (%s rows differ)", job["name"], outcome.state, outcome.differing)
+            try:
+                reconcile_run.check(outcome)
+            except BinlogsyncError as exc:
+                problems.append(f"{job['name']}: {exc}")
+        context["ti"].xcom_push(key="pins", value={
+            name: sorted({
+                str((t.get("source_positions") or {}).get("last"))
+                for t in o["tables"] if t.get("source_positions")
+            })
+            for name, o in outcomes.items()
+        })  # fmt: skip
+        if problems:
+            raise reconcile_run.ReconcileDifferences(" | ".join(problems))
+        return {"at": _now(), "jobs": outcomes}
+
+
+class PaperTimingOperator(BaseOperator):
+    """The paper's Table 1 on throwaway sandbox servers beside native replication
+    (ops/timing.py); the JSON and the PNG are kept per run in the state folder."""
+
+    template_fields: Sequence[str] = ("rows", "runs")
+
+    def __init__(self, *, rows: Sequence[int] | str = (100,), runs: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rows = rows
+        self.runs = runs
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        rows = [int(n) for n in (_names(self.rows) if isinstance(self.rows, str) else self.rows)]
+        result = timing.run(state_dir() / state.TIMING_DIR, rows, int(self.runs))
+        self.log.info("timing kept in %s and %s", result.json_path, result.png_path)
+        return result.to_json()
+
+
+def _names(value: Sequence[str] | str | None) -> list[str]:
+    """A list param, given as a list or as one comma-separated string."""
+    if not value:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _number(value: Any, kind: type) -> Any:
+    """None, '' and 'none' mean no limit."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return kind(value)

@@ -1,0 +1,22 @@
+"""Registers the binlogsync page in the Airflow UI (Airflow >= 3.1): the FastAPI app is
+mounted in the API server at /binlogsync, and the external view puts it in the navigation
+(Browse → binlogsync), shown at /plugin/binlogsync."""
+
+from __future__ import annotations
+
+from airflow.plugins_manager import AirflowPlugin
+from binlogsync_airflow.ui import app
+
+
+class BinlogsyncPlugin(AirflowPlugin):
+    name = "binlogsync"
+    fastapi_apps = [{"app": app, "url_prefix": "/binlogsync", "name": "binlogsync"}]
+    external_views = [
+        {
+            "name": "binlogsync",
+            "href": "binlogsync/",
+            "destination": "nav",
+            "url_route": "binlogsync",
+            "category": "browse",
+        }
+    ]

@@ -1,0 +1,57 @@
+"""The `reconcile` DAG with dag.test(): real Airflow, real Spark (spark-submit through the
+provider's operator), real MariaDB and a real hub. An injected difference fails the run with
+the row named; with repair=true it is repaired through the hub, and the next run is green."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflowkit import run_dag, site_env
+from binlogsync.devsite.sandbox import Server
+from sitekit import create, site, wait_equal
+
+pytestmark = pytest.mark.airflow
+
+T = "CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))"
+
+
+def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
+    tmp_path: Path, airflow_home: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"n{i}") for i in range(200)])
+        wait_equal(s, dbname, ["t"])
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("UPDATE t SET note = 'drifted' WHERE id = 17")
+        env = site_env(airflow_home, s)
+        state = airflow_home / "state"
+        conf = {"tables": [f"{dbname}.*"]}
+
+        found = run_dag(env, "reconcile", conf)
+        assert found.state == "failed", found.output[-3000:]
+        assert found.tasks["spark_reconcile[0]"] == "success"  # differences are not Spark's failure
+        assert found.tasks["reconcile_result"] == "failed"
+        assert "1 row(s) differ" in found.output and '"id": 17' in found.output
+        last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
+        assert last["state"] == "different" and last["differing_rows"] == 1
+        assert last["tables"][0]["source_positions"]["last"]  # the pin is kept
+
+        repaired = run_dag(env, "reconcile", {**conf, "repair": True})
+        assert repaired.ok, repaired.output[-3000:]
+        last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
+        assert last["state"] == "repaired"
+        wait_equal(s, dbname, ["t"])
+
+        green = run_dag(env, "reconcile", conf)
+        assert green.ok, green.output[-3000:]
+        last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
+        assert last["state"] == "equal" and last["differing_rows"] == 0
+        # The run's folder holds the Spark job's report.
+        assert (Path(last["out"]) / "summary.json").exists()

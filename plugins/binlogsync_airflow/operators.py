@@ -70,7 +70,15 @@ class BinlogRetentionOperator(BaseOperator):
 
         hook = BinlogsyncHook(self.binlogsync_conn_id)
         admin = hook.admin_config()
-        names = _names(self.origins) or site.origins(hook.status())
+        names = _names(self.origins)
+        if not names:
+            try:
+                names = site.origins(hook.status())
+            except BinlogsyncError as exc:
+                raise RetentionRefused(
+                    f"retention refused: nothing purged, the hub's positions are unknown ({exc})",
+                    "start the hub (or fix the connection binlogsync_default), then run again",
+                ) from exc
         results: dict[str, Any] = {}
         refused: list[str] = []
         for origin in names:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from airflowkit import migrate
+from airflowkit import base_env, migrate
 
 
 @pytest.fixture(scope="session")
 def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("airflow")
-    migrate(home)
+    migrate(base_env(home))
     return home

@@ -1,0 +1,270 @@
+"""Airflow over a local site: the environment that points Airflow at this repo's DAGs and
+plugins and at a LocalSite (connections from environment variables, no Airflow database
+edits), `dag_test` (one DAG run with `dag.test()` in its own process: Airflow reads its
+configuration once, at import), and `Standalone` (`airflow standalone`, started, asked over
+its REST API, and stopped with everything it started).
+
+Used by `./dev airflow`, the demo and the tests alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .localsite import LocalSite, wait_until
+from .sandbox import Server, free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+DAGS = ROOT / "dags"
+PLUGINS = ROOT / "plugins"
+BIN = Path(sys.executable).parent
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """Airflow's settings for this repo, with AIRFLOW_HOME `home` (nothing inherited from an
+    AIRFLOW_* variable of the caller's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTEST"))}
+    env.update(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(PLUGINS),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__BINLOGSYNC__STATE_DIR=str(home / "state"),
+        AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[*]"}),
+        PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # spark-submit, airflow
+        PYSPARK_PYTHON=sys.executable,
+        PYTHONPATH=os.pathsep.join([str(PLUGINS), str(ROOT / "agents")]),
+    )
+    return env
+
+
+def database_conn(server: Server) -> str:
+    return json.dumps(
+        {
+            "conn_type": "mysql",
+            "host": server.host,
+            "port": server.port,
+            "login": server.user,
+            "password": server.password,
+        }
+    )
+
+
+def site_env(home: Path, site: LocalSite) -> dict[str, str]:
+    """`base_env` plus connections for `site`: the hub (binlogsync_default; with CURVE on,
+    the hub's own key pair, as the operator on the hub's machine) and each host's database
+    (binlogsync_db_<HOST>)."""
+    env = base_env(home)
+    hub: dict[str, Any] = {"conn_type": "binlogsync", "host": "127.0.0.1", "port": site.hub_port}
+    if site.curve:
+        hub["extra"] = {
+            "secret_key_file": str(site.keys / "hub.key_secret"),
+            "hub_public_key_file": str(site.keys / "hub.key"),
+        }
+    env["AIRFLOW_CONN_BINLOGSYNC_DEFAULT"] = json.dumps(hub)
+    env["AIRFLOW_CONN_BINLOGSYNC_DB_ORIGIN"] = database_conn(site.origin)
+    for t in site.targets:
+        env[f"AIRFLOW_CONN_BINLOGSYNC_DB_{t.name.upper()}"] = database_conn(t)
+    return env
+
+
+def migrate(env: dict[str, str]) -> None:
+    Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(BIN / "airflow"), "db", "migrate"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode:
+        raise RuntimeError(
+            f"airflow db migrate failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+        )
+
+
+_RUNNER = """
+import json, sys, time
+from airflow.dag_processing.dagbag import DagBag
+dag = DagBag(sys.argv[1]).get_dag(sys.argv[2])
+started = time.monotonic()
+run = dag.test(run_conf=json.loads(sys.argv[3]))
+tasks = {}
+for ti in run.get_task_instances():
+    name = ti.task_id + (f"[{ti.map_index}]" if ti.map_index >= 0 else "")
+    tasks[name] = str(ti.state)
+print("DAGRESULT " + json.dumps({"state": str(run.state), "tasks": tasks,
+      "seconds": round(time.monotonic() - started, 2)}))
+"""
+
+
+@dataclass
+class DagResult:
+    dag_id: str
+    state: str
+    tasks: dict[str, str]
+    seconds: float  # dag.test() itself
+    wall_seconds: float  # with the process (Airflow's import and the DAG's parse)
+    output: str
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "success"
+
+
+def dag_test(
+    env: dict[str, str], dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 900
+) -> DagResult:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER, str(DAGS), dag_id, json.dumps(conf or {})],
+        env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    output = done.stdout + done.stderr
+    for line in done.stdout.splitlines():
+        if line.startswith("DAGRESULT "):
+            data = json.loads(line.removeprefix("DAGRESULT "))
+            wall = round(time.monotonic() - started, 2)
+            return DagResult(dag_id, data["state"], data["tasks"], data["seconds"], wall, output)
+    raise RuntimeError(
+        f"dag.test() of {dag_id} did not finish (exit {done.returncode}):\n{output[-6000:]}"
+    )
+
+
+class Standalone:
+    """`airflow standalone` on 127.0.0.1:`port` (its log servers on free ports too), with one
+    admin user whose password is `password`. It runs in its own process group, so `stop`
+    ends every part it started (api-server, scheduler, dag-processor, triggerer)."""
+
+    def __init__(self, env: dict[str, str], port: int, password: str = "admin") -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.password = password
+        home = Path(env["AIRFLOW_HOME"])
+        home.mkdir(parents=True, exist_ok=True)
+        passwords = home / "binlogsync-passwords.json"
+        passwords.write_text(json.dumps({"admin": password}))
+        self.env = {
+            **env,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__API__BASE_URL": self.url,
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "5",
+        }
+        self.log = home / "standalone.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 180.0) -> float:
+        """Start it; return the seconds until its health endpoint answered healthy."""
+        started = time.monotonic()
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [str(BIN / "airflow"), "standalone"],
+                env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        try:
+            wait_until(self._healthy, timeout, 0.5, f"airflow standalone healthy (log {self.log})")
+        except TimeoutError:
+            self.stop()
+            raise
+        return time.monotonic() - started
+
+    def _healthy(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited {self.proc.returncode}; see {self.log}")
+        try:
+            health = self._call("GET", "/api/v2/monitor/health", token=None)
+        except OSError:
+            return False
+        return all(
+            part.get("status") == "healthy"
+            for name, part in health.items()
+            if name in ("metadatabase", "scheduler") and isinstance(part, dict)
+        )
+
+    def _call(self, method: str, path: str, body: Any = None, token: str | None = "") -> Any:
+        headers = {"Content-Type": "application/json"}
+        if token == "":
+            token = self.token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def token(self) -> str:
+        answer = self._call(
+            "POST", "/auth/token", {"username": "admin", "password": self.password}, token=None
+        )
+        return str(answer["access_token"])
+
+    def trigger(self, dag_id: str, conf: dict[str, Any] | None = None) -> str:
+        """Unpause `dag_id` and trigger a run of it; return the run's id."""
+        token = self.token()
+
+        def parsed() -> bool:
+            try:
+                self._call("GET", f"/api/v2/dags/{dag_id}", token=token)
+            except urllib.error.HTTPError:
+                return False
+            return True
+
+        wait_until(parsed, 120, 0.5, f"the DAG {dag_id} parsed by the dag processor")
+        self._call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token=token)
+        run = self._call(
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}},
+            token=token,
+        )  # fmt: skip
+        return str(run["dag_run_id"])
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600.0) -> str:
+        """The run's final state (success or failed), polled until it has one."""
+        token = self.token()
+        found: dict[str, str] = {}
+
+        def finished() -> bool:
+            run = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=token)
+            found["state"] = run["state"]
+            return run["state"] in ("success", "failed")
+
+        wait_until(finished, timeout, 1.0, f"the run {run_id} of {dag_id}")
+        return found["state"]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None:
+            return
+        group = self.proc.pid
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(group, sig)
+            except ProcessLookupError:
+                break
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(group, 0)
+                except ProcessLookupError:
+                    break
+                self.proc.poll()
+                time.sleep(0.2)
+            else:
+                continue
+            break
+        self.proc.wait(timeout=10)
+        self.proc = None

@@ -272,6 +272,15 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def cmd_airflow(args: argparse.Namespace) -> int:
+    _clean_up_on_sigterm()
+    from pathlib import Path
+
+    from .devsite.airflow_dev import run
+
+    return run(Path(args.dir), args.port)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     _clean_up_on_sigterm()
     from .devsite.demo import main as demo_main
@@ -535,6 +544,11 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--rows", type=int, default=3000, help="INSERT statements of the workload")
     s.set_defaults(func=cmd_demo)
+
+    s = command("airflow", "airflow standalone over a sandbox site, to look at (Ctrl-C stops)")
+    s.add_argument("--dir", default="var/airflow", help="servers, site and AIRFLOW_HOME")
+    s.add_argument("--port", type=int, default=8080, help="the Airflow UI and API on 127.0.0.1")
+    s.set_defaults(func=cmd_airflow)
     return p
 
 

@@ -22,7 +22,9 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
     tmp_path: Path, airflow_home: Path, origin: Server, target: Server, dbname: str
 ) -> None:
     create([origin, target], dbname, T)
-    with site(tmp_path, origin, [target], dbname) as s:
+    # CURVE on: the hook reaches the hub with key files from its connection, and the repair
+    # is an admin command signed by them.
+    with site(tmp_path, origin, [target], dbname, curve=True) as s:
         s.start()
         s.wait_online()
         with origin.connect(dbname) as conn, conn.cursor() as cur:

@@ -1,9 +1,12 @@
-"""The live demo: throwaway servers, a hub and agents, a workload, store-and-forward, timing.
+"""The live demo: throwaway servers, a hub and agents, a workload, store-and-forward, Airflow
+running the lifecycle, timing.
 
 One origin and two targets (plus a native replica for the timing comparison), CURVE on every
 socket. A workload writes the paper's `trx` table while progress is printed; target2's agent
-is killed (kill -9) midway and comes back later to catch up from the hub's log; then the
-paper's timing table; then a row-for-row check that all three databases are identical.
+is killed (kill -9) midway and comes back later to catch up from the hub's log; then Airflow
+runs each of the four DAGs once against the site (`dag.test()`): outbox_retries,
+binlog_retention, reconcile (Spark), and paper_timing (the paper's Table 1, beside native
+replication, with its plot); then a row-for-row check that all three databases are identical.
 Everything it starts, it stops. Its folder (--dir, ./demo-run by default) keeps the configs and
 logs for reading afterwards; only the servers' datadirs are removed at the end, and the next run
 starts afresh.
@@ -12,6 +15,7 @@ starts afresh.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import threading
@@ -20,7 +24,7 @@ from pathlib import Path
 
 from ..hubcommands import fetch_status as fetch
 from ..statusview import render
-from . import paper_timing
+from . import airflow_site, paper_timing
 from .localsite import LocalSite, wait_until
 from .sandbox import Sandbox, Server
 from .verify import caught_up, differences, origin_gtid, table_rows
@@ -72,13 +76,45 @@ def _progress(origin: Server, targets: list[Server], site: LocalSite) -> str:
     return " | ".join([f"origin {_count(origin):5} rows", *parts])
 
 
+def _dag_line(result: airflow_site.DagResult, state: Path) -> str:
+    """One line per DAG run: its outcome and what it found."""
+    head = f"{result.dag_id:17} {result.state:8} {result.seconds:6.1f} s"
+    if result.dag_id == "outbox_retries":
+        data = json.loads((state / "last-outbox.json").read_text())
+        online = sum(1 for h in data["hosts"] if h["online"])
+        waiting = sum(b["transactions"] for b in data["backlogs"])
+        return f"{head}  {online}/{len(data['hosts'])} hosts online, {waiting} tx waiting, " + (
+            f"{len(data['alerts'])} alert(s)"
+        )
+    if result.dag_id == "binlog_retention":
+        data = json.loads((state / "last-retention.json").read_text())
+        parts = []
+        for origin, r in data["origins"].items():
+            if "refused" in r:
+                parts.append(f"{origin}: refused")
+                continue
+            kept = sum(1 for f in r["files"] if f["status"] == "kept")
+            parts.append(f"{origin}: purged {len(r['purged'])} file(s), kept {kept}")
+        return f"{head}  " + "; ".join(parts)
+    if result.dag_id == "reconcile":
+        found = sorted((state / "reconcile").glob("*/last-reconcile.json"))
+        parts = [
+            f"{p.parent.name}: {d['state']} ({d['differing_rows']} rows differ)"
+            for p in found
+            for d in [json.loads(p.read_text())]
+        ]
+        return f"{head}  " + "; ".join(parts)
+    runs = sorted((state / "timing").glob("timing-*.png"))
+    return f"{head}  plot {runs[-1]}" if runs else head
+
+
 def _fresh(root: Path) -> None:
     """Clear what a previous run left: its servers (still running if it was killed), hub log
     and agent state would otherwise mix with this run's."""
     for servers in (root / "servers", root / "timing" / "servers"):
         if servers.is_dir():
             Sandbox(servers).stop_all()
-    for part in ("servers", "site", "timing"):
+    for part in ("servers", "site", "timing", "airflow"):
         shutil.rmtree(root / part, ignore_errors=True)
 
 
@@ -128,14 +164,28 @@ def run(root: Path, rows: int) -> int:
         _say("\n   binlogsync status:")
         for line in render(fetch(str(site.agents["hub"].config))).splitlines():
             _say(f"   {line}")
-        site.stop()
-        site = None
 
-        _say("\n== 4. the paper's Table 1, measured here (binlogsync vs native replication)")
-        cells = paper_timing.run(
-            root / "timing", [100, 200, 400, 600, 1000], runs=1, progress=False
-        )
-        _say(paper_timing.render(cells, 1))
+        _say("\n== 4. Airflow runs the lifecycle (each DAG once, dag.test(), against this site)")
+        env = airflow_site.site_env(root / "airflow", site)
+        airflow_site.migrate(env)
+        outcomes = [
+            airflow_site.dag_test(env, "outbox_retries"),
+            airflow_site.dag_test(env, "binlog_retention"),
+            airflow_site.dag_test(env, "reconcile", {"tables": [f"{SCHEMA}.*"]}),
+        ]
+        for outcome in outcomes:
+            _say(f"   {_dag_line(outcome, root / 'airflow' / 'state')}")
+        site.stop()  # the timing runs alone, on its own servers
+        site = None
+        timed = airflow_site.dag_test(env, "paper_timing")
+        outcomes.append(timed)
+        _say(f"   {_dag_line(timed, root / 'airflow' / 'state')}")
+        newest = sorted((root / "airflow" / "state" / "timing").glob("timing-*.json"))
+        if newest:
+            data = json.loads(newest[-1].read_text())
+            cells = [paper_timing.Cell(**c) for c in data["cells"]]
+            _say("\n   the paper's Table 1, measured here (binlogsync vs native replication):")
+            _say(paper_timing.render(cells, data["runs"]))
 
         _say("\n== 5. final check: are all three databases identical?")
         rows_origin = table_rows(origin, SCHEMA, TABLE)
@@ -145,7 +195,10 @@ def run(root: Path, rows: int) -> int:
             ok = ok and not problem
             _say(f"   {t.name}: " + (problem or f"IDENTICAL ({len(rows_origin)} rows)"))
         _say("\nresult: " + ("all databases identical" if ok else "DIFFERENCES FOUND"))
-        return 0 if ok else 1
+        failed = [o.dag_id for o in outcomes if not o.ok]
+        if failed:
+            _say(f"Airflow: {', '.join(failed)} failed (task logs in {root / 'airflow'})")
+        return 0 if ok and not failed else 1
     finally:
         if site is not None:
             site.stop()

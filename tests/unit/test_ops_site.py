@@ -1,0 +1,79 @@
+"""ops/site.py and ops/overview.py without servers: reconcile jobs from the hub's routes, the
+Spark job's arguments (passwords only in the environment), `caught_up`, the page's map."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from binlogsync.config import DatabaseSettings
+from binlogsync.errors import UsageError
+from binlogsync.ops import overview, site, state
+
+pytestmark = pytest.mark.unit
+
+
+def _status(*routes: dict) -> dict:  # type: ignore[type-arg]
+    return {"routes": list(routes), "targets": [], "hosts": []}
+
+
+def test_targets_with_the_same_routes_share_one_job_and_others_get_their_own() -> None:
+    status = _status(
+        {"origin": "db1", "targets": ["a", "b"], "tables": ["shop.*"], "rename": {}},
+        {"origin": "db1", "targets": ["c"], "tables": ["shop.*"], "rename": {"shop": "copy"}},
+        {"origin": "db2", "targets": ["a"], "tables": ["crm.*"], "rename": {}},
+    )
+    jobs = {j.name: j for j in site.reconcile_jobs(status)}
+    assert set(jobs) == {"db1+a+b", "db1+c", "db2"}
+    assert jobs["db1+a+b"].targets == ("a", "b")
+    assert jobs["db1+c"].rename == {"shop": "copy"}
+    assert [j.name for j in site.reconcile_jobs(status, ["db2"])] == ["db2"]
+    with pytest.raises(UsageError, match="no origin named db9"):
+        site.reconcile_jobs(status, ["db9"])
+
+
+def test_reconcile_arguments_carry_no_password() -> None:
+    job = site.ReconcileJob("db1", "db1", ("a",), ("shop.*",), {"shop": "copy"})
+    dbs = {
+        "db1": DatabaseSettings("10.0.0.1", 3306, "rec@on", "s3cret"),
+        "a": DatabaseSettings("10.0.0.2", 3307, "rec", "other"),
+    }
+    args, env = site.reconcile_arguments(
+        job, ["shop.orders"], dbs.__getitem__, Path("/out"), True, Path("/out/hub.toml")
+    )
+    assert not any("s3cret" in a or "other" in a for a in args)
+    assert env == {"BINLOGSYNC_PW_DB1": "s3cret", "BINLOGSYNC_PW_A": "other"}
+    assert "mysql://rec%40on@10.0.0.1:3306?password_env=BINLOGSYNC_PW_DB1" in args
+    assert args[args.index("--rename") + 1] == "shop=copy"
+    assert args[args.index("--target-host") + 1] == "a"
+    with pytest.raises(UsageError):
+        site.reconcile_arguments(job, ["shop.orders"], dbs.__getitem__, Path("/o"), True, None)
+
+
+def test_caught_up_names_what_a_target_waits_for() -> None:
+    row = {"target": "a", "origin": "db1", "backlog": 0, "backlog_age_seconds": 0.0}
+    assert site.caught_up({"targets": [row]}, "a") == (True, "caught up")
+    late = {**row, "backlog": 5, "backlog_age_seconds": 12.0, "last_error": "boom"}
+    done, why = site.caught_up({"targets": [late]}, "a")
+    assert not done and "5 transaction(s)" in why and "boom" in why
+    assert site.caught_up({"targets": [late]}, "a", max_backlog=5)[0]
+    assert not site.caught_up({"targets": [{**row, "detached": True}]}, "a")[0]
+    assert "no cursor for b" in site.caught_up({"targets": [row]}, "b")[1]
+
+
+def test_overview_reads_the_jobs_results_and_survives_missing_ones(tmp_path: Path) -> None:
+    assert overview.build_offline(tmp_path)["reconcile"] == []
+    job = tmp_path / state.RECONCILE_DIR / "db1"
+    state.keep(job, "last-reconcile.json", {
+        "state": "different", "differing_rows": 3, "started_at": "2026-11-24T10:00:00",
+        "tables": [{"source_positions": {"first": "0-1-5", "last": "0-1-9"}}], "out": "/x",
+    })  # fmt: skip
+    (tmp_path / "timing").mkdir()
+    (tmp_path / "timing" / "timing-1.json").write_text(json.dumps({"worst_lag_ms": 3.5}))
+    (tmp_path / "last-retention.json").write_text("{not json")  # half-written: ignored
+    data = overview.build_offline(tmp_path)
+    assert data["reconcile"][0]["pins"] == ["0-1-9"] and data["reconcile"][0]["differing_rows"] == 3
+    assert data["timing"]["worst_lag_ms"] == 3.5 and data["timing"]["png"] is None
+    assert data["retention"] is None

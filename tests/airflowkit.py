@@ -8,6 +8,7 @@ from typing import Any
 from binlogsync.devsite.airflow_site import (  # noqa: F401  (re-exported for the tests)
     DAGS,
     DagResult,
+    DagTest,
     base_env,
     dag_test,
     migrate,

@@ -123,22 +123,61 @@ class DagResult:
 
 
 def dag_test(
-    env: dict[str, str], dag_id: str, conf: dict[str, Any] | None = None, timeout: float = 900
+    env: dict[str, str],
+    dag_id: str,
+    conf: dict[str, Any] | None = None,
+    timeout: float = 900,
+    folder: Path = DAGS,
+    log: Path | None = None,
 ) -> DagResult:
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-c", _RUNNER, str(DAGS), dag_id, json.dumps(conf or {})],
-        env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    output = done.stdout + done.stderr
-    for line in done.stdout.splitlines():
-        if line.startswith("DAGRESULT "):
-            data = json.loads(line.removeprefix("DAGRESULT "))
-            wall = round(time.monotonic() - started, 2)
-            return DagResult(dag_id, data["state"], data["tasks"], data["seconds"], wall, output)
-    raise RuntimeError(
-        f"dag.test() of {dag_id} did not finish (exit {done.returncode}):\n{output[-6000:]}"
-    )
+    """Run `dag_id` (from `folder`) once with dag.test(); its output goes to `log` too, so a
+    caller may watch it while the run goes on (`DagTest` below)."""
+    return DagTest(env, dag_id, conf, folder, log).wait(timeout)
+
+
+class DagTest:
+    """A dag.test() run in its own process, started at once; `wait` gives its result."""
+
+    def __init__(
+        self,
+        env: dict[str, str],
+        dag_id: str,
+        conf: dict[str, Any] | None = None,
+        folder: Path = DAGS,
+        log: Path | None = None,
+    ) -> None:
+        self.dag_id = dag_id
+        self.started = time.monotonic()
+        self.log = log or Path(env["AIRFLOW_HOME"]) / f"dag-test-{dag_id}-{os.getpid()}.log"
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**env, "AIRFLOW__CORE__DAGS_FOLDER": str(folder)}  # dag.test() syncs this bundle
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _RUNNER, str(folder), dag_id, json.dumps(conf or {})],
+                env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait(self, timeout: float = 900) -> DagResult:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        output = self.output()
+        for line in output.splitlines():
+            if line.startswith("DAGRESULT "):
+                data = json.loads(line.removeprefix("DAGRESULT "))
+                wall = round(time.monotonic() - self.started, 2)
+                return DagResult(
+                    self.dag_id, data["state"], data["tasks"], data["seconds"], wall, output
+                )
+        raise RuntimeError(
+            f"dag.test() of {self.dag_id} did not finish (exit {self.proc.returncode}):\n"
+            f"{output[-6000:]}"
+        )
 
 
 class Standalone:

@@ -69,6 +69,26 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_config(args: argparse.Namespace) -> int:
+    """Every check the agent makes at start-up on its file (keys, key files, password files),
+    without starting it: for deployment tools that validate a config before installing it."""
+    from .config import AdminConfig, HubConfig, load_any
+
+    config = load_any(args.config)
+    kind = (
+        "hub"
+        if isinstance(config, HubConfig)
+        else "admin"
+        if isinstance(config, AdminConfig)
+        else "client"
+    )
+    roles = ""
+    if not isinstance(config, HubConfig | AdminConfig):
+        roles = " (" + ", ".join(r for r in ("origin", "target") if getattr(config, r)) + ")"
+    print(f"ok: {args.config} is a valid {kind} config for {config.name}{roles}")
+    return 0
+
+
 def cmd_skip(args: argparse.Namespace) -> int:
     from .apply.checkpoint import skip
     from .config import load_client
@@ -353,6 +373,10 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_status)
+
+    s = command("check-config", "check a hub, client or admin config file without starting it")
+    s.add_argument("--config", required=True, help="the file to check")
+    s.set_defaults(func=cmd_check_config)
 
     s = command("skip", "move a target past a transaction that cannot be applied")
     s.add_argument("--config", required=True, help="the target agent's config")

@@ -226,3 +226,22 @@ def test_sandbox_remove_data_keeps_the_logs(tmp_path: Path) -> None:
 
 def test_demo_keeps_its_folder_by_default() -> None:
     assert parser().parse_args(["demo"]).dir == "demo-run"  # listed in .gitignore
+
+
+def test_check_config_passes_a_good_file_and_names_the_bad_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keys", "--dir", str(tmp_path / "keys"), "--name", "db1", "--name", "hub"]) == 0
+    good = tmp_path / "db1.toml"
+    good.write_text(
+        '[client]\nname = "db1"\nhub = "tcp://hub:5555"\n\n'
+        '[target]\nhost = "127.0.0.1"\nport = 3306\nuser = "binlogsync"\n\n'
+        '[security]\nsecret_key_file = "keys/db1.key_secret"\nhub_public_key_file = "keys/hub.key"\n'
+    )
+    capsys.readouterr()
+    assert main(["check-config", "--config", str(good)]) == 0
+    assert "valid client config for db1 (target)" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(good.read_text().replace("keys/hub.key", "keys/nohub.key"))
+    assert main(["check-config", "--config", str(bad)]) == 2
+    assert "hub_public_key_file" in capsys.readouterr().err

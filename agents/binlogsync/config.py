@@ -60,12 +60,18 @@ _ORIGIN_KEYS = (
 )
 _TARGET_KEYS = (
     *_DATABASE_KEYS,
+    "kind",
+    "path",
+    "rotate_bytes",
     "group_transactions",
     "retry_initial",
     "retry_max",
     "apply_schema_changes",
 )
 SCHEMA_CHANGE_MODES = ("off", "additive", "all")
+TARGET_KINDS = ("mysql", "auditlog")
+PLANNED_TARGET_KINDS = ("postgresql", "redis")  # docs/config.md says they are not built yet
+_KIND_ONLY_KEYS = {"auditlog": ("path", "rotate_bytes"), "mysql": ()}
 _HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
 _METRICS_KEYS = ("host", "port")
@@ -283,6 +289,9 @@ class TargetConfig:
     retry_max: float = 30.0
     # Follow the origin's schema changes (apply/schemachange.py): off | additive | all.
     apply_schema_changes: str = "off"
+    kind: str = "mysql"  # mysql | auditlog (apply/store.py)
+    path: Path | None = None  # auditlog: the folder of the log
+    rotate_bytes: int = 64 * 1024 * 1024  # auditlog: a new file past this size
 
 
 @dataclass(frozen=True)
@@ -506,6 +515,28 @@ def load_client(
         )
     if "target" in data:
         t = _Section("target", data["target"], base, _TARGET_KEYS)
+        kind = t.get("kind", str, "mysql")
+        if kind in PLANNED_TARGET_KINDS:
+            raise ConfigError(
+                f"target.kind {kind!r} is not built yet in this version",
+                f"use one of {', '.join(TARGET_KINDS)}",
+            )
+        if kind not in TARGET_KINDS:
+            raise ConfigError(f"target.kind must be one of {', '.join(TARGET_KINDS)}, got {kind!r}")
+        for other, keys in _KIND_ONLY_KEYS.items():
+            wrong = [k for k in keys if other != kind and k in data["target"]]
+            if wrong:
+                raise ConfigError(
+                    f"target.{wrong[0]} is for kind {other!r}, and this target is {kind!r}",
+                    f"remove it, or set kind = {other!r}",
+                )
+        if kind == "auditlog":
+            wrong = [k for k in _DATABASE_KEYS if k in data["target"]]
+            if wrong:
+                raise ConfigError(
+                    f"target.{wrong[0]} names a database, and an auditlog target writes files",
+                    'remove it, or set kind = "mysql"',
+                )
         schema_changes = t.get("apply_schema_changes", str, "off")
         if schema_changes not in SCHEMA_CHANGE_MODES:
             raise ConfigError(
@@ -518,6 +549,9 @@ def load_client(
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
             apply_schema_changes=schema_changes,
+            kind=kind,
+            path=t.path("path") if kind == "auditlog" else None,
+            rotate_bytes=t.positive("rotate_bytes", int, 64 * 1024 * 1024),
         )
     if origin is None and target is None:
         raise ConfigError(

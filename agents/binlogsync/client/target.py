@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply import checkpoint
-from ..apply.applier import Applier, StaleStream, failed_at
+from ..apply.applier import StaleStream, failed_at
+from ..apply.store import open_store
 from ..codec import unpack
 from ..config import TargetConfig
 from ..errors import BinlogsyncError, ProtocolError
@@ -91,12 +92,7 @@ class ApplyWorker(RunLoop):
         self.expect: Position | None = None  # deliveries must continue from here (None: any)
         self._expect_generation = generation
         self.pending_since: float | None = None  # commit time of the oldest unapplied change
-        self.applier = Applier(
-            config.database,
-            origin,
-            epoch=epoch,
-            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
-        )
+        self.applier = open_store(config, origin, epoch)
         self.backoff = Backoff(config.retry_initial, config.retry_max)
         self.failures = 0
         # When this worker first dropped a delivery it could not use (not continuing what it
@@ -427,6 +423,11 @@ class TargetRole:
 
         Blocks on the target database (call it off the agent's loop); raises
         UnreachableError when it cannot be read, so that no HELLO claims "nothing applied"."""
+        if self.config.kind == "auditlog":
+            from ..apply.auditlog import checkpoints
+
+            assert self.config.path is not None
+            return checkpoints(self.config.path)
         found = checkpoint.fetch_all(self.config.database)
         return {origin: c.to_json() for origin, c in found.items()}
 

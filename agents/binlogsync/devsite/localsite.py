@@ -86,6 +86,9 @@ class LocalSite:
     origin_extra: str = ""  # more [origin] lines, e.g. "part_rows = 1000"
     target_extra: str = ""  # more [target] lines, e.g. 'apply_schema_changes = "all"'
     agent_extra: dict[str, str] = field(default_factory=dict)  # name → more [hub]/[client] lines
+    # name → the whole [target] table, for a target that is not a MariaDB server (an audit
+    # log); its Server entry then only names the host.
+    target_sections: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -154,6 +157,8 @@ class LocalSite:
         )
 
     def _target_section(self, target: Server) -> str:
+        if target.name in self.target_sections:
+            return "\n" + self.target_sections[target.name] + "\n"
         return (
             f'\n[target]\nhost = "127.0.0.1"\nport = {target.port}\nuser = "root"\n'
             f"{self.target_extra}\n"

@@ -1,0 +1,58 @@
+"""The one small interface the target role drives, whatever the kind of target.
+
+    checkpoint()            the position applied so far (None: nothing yet), read now
+    apply(txs, upto)        apply what is new in `txs` together with the new checkpoint,
+                            atomically; return the checkpoint
+    apply_part(part, end)   one part of a large transaction; the last part commits
+    abort_stream()          drop a transaction being streamed (its parts come again)
+    repair(tx, snapshot, seed=, reset=)   source rows read at `snapshot` (reconcile, seed)
+    close()
+
+Kinds (`[target] kind`): `mysql` (MariaDB/MySQL, apply/applier.py) and `auditlog` (JSON
+lines, apply/auditlog.py). `open_store` makes the one a target config names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..config import TargetConfig
+from ..model import Part, Transaction
+from ..position import Position
+
+
+class TargetStore(Protocol):
+    epoch: str | None
+
+    def checkpoint(self) -> Position | None: ...
+
+    def apply(
+        self, transactions: Sequence[Transaction], upto: Position | None = None
+    ) -> Position | None: ...
+
+    def apply_part(self, part: Part, end: Position) -> Position | None: ...
+
+    def abort_stream(self) -> None: ...
+
+    def repair(
+        self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
+    ) -> Position: ...
+
+    def close(self) -> None: ...
+
+
+def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetStore:
+    if config.kind == "auditlog":
+        from .auditlog import AuditLogStore
+
+        assert config.path is not None  # checked with the config
+        return AuditLogStore(config.path, origin, config.rotate_bytes, epoch)
+    from .applier import Applier
+
+    return Applier(
+        config.database,
+        origin,
+        epoch=epoch,
+        schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
+    )

@@ -1,0 +1,42 @@
+"""[target] kind: the choices, the keys of each kind, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from binlogsync.config import load_client
+from binlogsync.errors import ConfigError
+
+pytestmark = pytest.mark.unit
+
+HEAD = '[client]\nname = "t1"\nhub = "tcp://127.0.0.1:5555"\n\n[target]\n'
+
+
+def _load(tmp_path: Path, body: str):  # type: ignore[no-untyped-def]
+    path = tmp_path / "t1.toml"
+    path.write_text(HEAD + body)
+    return load_client(path)
+
+
+def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
+    config = _load(tmp_path, 'kind = "auditlog"\npath = "audit"\nrotate_bytes = 1000\n')
+    assert config.target.kind == "auditlog" and config.target.path == tmp_path / "audit"
+    assert config.target.rotate_bytes == 1000
+    assert _load(tmp_path, 'host = "db"\n').target.kind == "mysql"
+
+
+@pytest.mark.parametrize(
+    ("body", "names"),
+    [
+        ('kind = "mongo"\n', "target.kind must be one of mysql, auditlog"),
+        ('kind = "postgresql"\n', "'postgresql' is not built yet"),
+        ('kind = "auditlog"\n', "path"),
+        ('kind = "auditlog"\npath = "a"\nhost = "db"\n', "target.host names a database"),
+        ('path = "a"\n', "target.path is for kind 'auditlog'"),
+    ],
+)
+def test_wrong_kinds_and_keys_are_named(tmp_path: Path, body: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
+        _load(tmp_path, body)

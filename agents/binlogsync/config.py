@@ -63,15 +63,22 @@ _TARGET_KEYS = (
     "kind",
     "path",
     "rotate_bytes",
+    "url",
+    "key_pattern",
+    "ttl",
     "group_transactions",
     "retry_initial",
     "retry_max",
     "apply_schema_changes",
 )
 SCHEMA_CHANGE_MODES = ("off", "additive", "all")
-TARGET_KINDS = ("mysql", "auditlog")
-PLANNED_TARGET_KINDS = ("postgresql", "redis")  # docs/config.md says they are not built yet
-_KIND_ONLY_KEYS = {"auditlog": ("path", "rotate_bytes"), "mysql": ()}
+TARGET_KINDS = ("mysql", "auditlog", "redis")
+PLANNED_TARGET_KINDS = ("postgresql",)  # docs/config.md says it is not built yet
+_KIND_ONLY_KEYS = {
+    "auditlog": ("path", "rotate_bytes"),
+    "redis": ("url", "key_pattern", "ttl"),
+    "mysql": (),
+}
 _HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
 _METRICS_KEYS = ("host", "port")
@@ -292,6 +299,9 @@ class TargetConfig:
     kind: str = "mysql"  # mysql | auditlog (apply/store.py)
     path: Path | None = None  # auditlog: the folder of the log
     rotate_bytes: int = 64 * 1024 * 1024  # auditlog: a new file past this size
+    url: str = "redis://127.0.0.1:6379/0"  # redis: the server and database
+    key_pattern: str = "{schema}:{table}:{key}"  # redis: a row's key
+    ttl: int = 0  # redis: seconds until a written key expires (0: never)
 
 
 @dataclass(frozen=True)
@@ -530,13 +540,22 @@ def load_client(
                     f"target.{wrong[0]} is for kind {other!r}, and this target is {kind!r}",
                     f"remove it, or set kind = {other!r}",
                 )
-        if kind == "auditlog":
-            wrong = [k for k in _DATABASE_KEYS if k in data["target"]]
+        if kind != "mysql":
+            shared = ("password", "password_file", "password_env") if kind == "redis" else ()
+            wrong = [k for k in _DATABASE_KEYS if k in data["target"] and k not in shared]
             if wrong:
                 raise ConfigError(
-                    f"target.{wrong[0]} names a database, and an auditlog target writes files",
-                    'remove it, or set kind = "mysql"',
+                    f"target.{wrong[0]} names a MySQL server, and this target is {kind!r}",
+                    "remove it"
+                    + (" (give target.url)" if kind == "redis" else "")
+                    + ', or set kind = "mysql"',
                 )
+        key_pattern = t.get("key_pattern", str, "{schema}:{table}:{key}")
+        if "{key}" not in key_pattern:
+            raise ConfigError(
+                f"target.key_pattern {key_pattern!r} has no {{key}}: rows would share keys",
+                'write it like "{schema}:{table}:{key}"',
+            )
         schema_changes = t.get("apply_schema_changes", str, "off")
         if schema_changes not in SCHEMA_CHANGE_MODES:
             raise ConfigError(
@@ -552,6 +571,9 @@ def load_client(
             kind=kind,
             path=t.path("path") if kind == "auditlog" else None,
             rotate_bytes=t.positive("rotate_bytes", int, 64 * 1024 * 1024),
+            url=t.get("url", str, "redis://127.0.0.1:6379/0"),
+            key_pattern=key_pattern,
+            ttl=t.positive("ttl", int, 1) if "ttl" in data["target"] else 0,
         )
     if origin is None and target is None:
         raise ConfigError(

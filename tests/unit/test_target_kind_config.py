@@ -25,6 +25,8 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
     assert config.target.kind == "auditlog" and config.target.path == tmp_path / "audit"
     assert config.target.rotate_bytes == 1000
     assert _load(tmp_path, 'host = "db"\n').target.kind == "mysql"
+    redis = _load(tmp_path, 'kind = "redis"\nurl = "redis://r:6380/2"\n')
+    assert redis.target.url == "redis://r:6380/2" and redis.target.ttl == 0
 
 
 @pytest.mark.parametrize(
@@ -33,8 +35,11 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
         ('kind = "mongo"\n', "target.kind must be one of mysql, auditlog"),
         ('kind = "postgresql"\n', "'postgresql' is not built yet"),
         ('kind = "auditlog"\n', "path"),
-        ('kind = "auditlog"\npath = "a"\nhost = "db"\n', "target.host names a database"),
+        ('kind = "auditlog"\npath = "a"\nhost = "db"\n', "target.host names a MySQL server"),
         ('path = "a"\n', "target.path is for kind 'auditlog'"),
+        ('kind = "redis"\nport = 6379\n', "target.port names a MySQL server"),
+        ('kind = "redis"\nkey_pattern = "{schema}:{table}"\n', "has no {key}"),
+        ('kind = "redis"\nttl = 0\n', "target.ttl must be > 0"),
     ],
 )
 def test_wrong_kinds_and_keys_are_named(tmp_path: Path, body: str, names: str) -> None:

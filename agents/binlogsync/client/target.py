@@ -428,6 +428,10 @@ class TargetRole:
 
             assert self.config.path is not None
             return checkpoints(self.config.path)
+        if self.config.kind == "redis":
+            from ..apply.redisstore import checkpoints as redis_checkpoints
+
+            return redis_checkpoints(self.config.url, self.config.database.password)
         found = checkpoint.fetch_all(self.config.database)
         return {origin: c.to_json() for origin, c in found.items()}
 

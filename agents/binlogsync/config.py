@@ -66,18 +66,25 @@ _TARGET_KEYS = (
     "url",
     "key_pattern",
     "ttl",
+    "create_tables",
     "group_transactions",
     "retry_initial",
     "retry_max",
     "apply_schema_changes",
 )
 SCHEMA_CHANGE_MODES = ("off", "additive", "all")
-TARGET_KINDS = ("mysql", "auditlog", "redis")
-PLANNED_TARGET_KINDS = ("postgresql",)  # docs/config.md says it is not built yet
+TARGET_KINDS = ("mysql", "postgresql", "redis", "auditlog")
+PLANNED_TARGET_KINDS: tuple[str, ...] = ()
 _KIND_ONLY_KEYS = {
     "auditlog": ("path", "rotate_bytes"),
-    "redis": ("url", "key_pattern", "ttl"),
+    "redis": ("key_pattern", "ttl"),
+    "postgresql": ("create_tables",),
     "mysql": (),
+}
+_URL_KINDS = ("redis", "postgresql")
+_DEFAULT_URLS = {
+    "redis": "redis://127.0.0.1:6379/0",
+    "postgresql": "postgresql://binlogsync@127.0.0.1:5432/postgres",
 }
 _HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
@@ -299,7 +306,8 @@ class TargetConfig:
     kind: str = "mysql"  # mysql | auditlog (apply/store.py)
     path: Path | None = None  # auditlog: the folder of the log
     rotate_bytes: int = 64 * 1024 * 1024  # auditlog: a new file past this size
-    url: str = "redis://127.0.0.1:6379/0"  # redis: the server and database
+    url: str = ""  # redis, postgresql: the server and database
+    create_tables: bool = False  # postgresql: make missing tables from the origin's definitions
     key_pattern: str = "{schema}:{table}:{key}"  # redis: a row's key
     ttl: int = 0  # redis: seconds until a written key expires (0: never)
 
@@ -540,14 +548,19 @@ def load_client(
                     f"target.{wrong[0]} is for kind {other!r}, and this target is {kind!r}",
                     f"remove it, or set kind = {other!r}",
                 )
+        if "url" in data["target"] and kind not in _URL_KINDS:
+            raise ConfigError(
+                f"target.url is for kinds {' and '.join(_URL_KINDS)}, and this target is {kind!r}",
+                "remove it, or set the kind",
+            )
         if kind != "mysql":
-            shared = ("password", "password_file", "password_env") if kind == "redis" else ()
+            shared = ("password", "password_file", "password_env") if kind in _URL_KINDS else ()
             wrong = [k for k in _DATABASE_KEYS if k in data["target"] and k not in shared]
             if wrong:
                 raise ConfigError(
                     f"target.{wrong[0]} names a MySQL server, and this target is {kind!r}",
                     "remove it"
-                    + (" (give target.url)" if kind == "redis" else "")
+                    + (" (give target.url)" if kind in _URL_KINDS else "")
                     + ', or set kind = "mysql"',
                 )
         key_pattern = t.get("key_pattern", str, "{schema}:{table}:{key}")
@@ -571,7 +584,8 @@ def load_client(
             kind=kind,
             path=t.path("path") if kind == "auditlog" else None,
             rotate_bytes=t.positive("rotate_bytes", int, 64 * 1024 * 1024),
-            url=t.get("url", str, "redis://127.0.0.1:6379/0"),
+            url=t.get("url", str, _DEFAULT_URLS.get(kind, "")),
+            create_tables=t.get("create_tables", bool, False),
             key_pattern=key_pattern,
             ttl=t.positive("ttl", int, 1) if "ttl" in data["target"] else 0,
         )

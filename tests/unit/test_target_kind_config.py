@@ -27,13 +27,17 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
     assert _load(tmp_path, 'host = "db"\n').target.kind == "mysql"
     redis = _load(tmp_path, 'kind = "redis"\nurl = "redis://r:6380/2"\n')
     assert redis.target.url == "redis://r:6380/2" and redis.target.ttl == 0
+    pg = _load(tmp_path, 'kind = "postgresql"\ncreate_tables = true\n')
+    assert pg.target.create_tables and pg.target.url.startswith("postgresql://")
 
 
 @pytest.mark.parametrize(
     ("body", "names"),
     [
-        ('kind = "mongo"\n', "target.kind must be one of mysql, auditlog"),
-        ('kind = "postgresql"\n', "'postgresql' is not built yet"),
+        ('kind = "mongo"\n', "target.kind must be one of mysql, postgresql, redis, auditlog"),
+        ('kind = "postgresql"\nhost = "db"\n', "target.host names a MySQL server"),
+        ('kind = "auditlog"\npath = "a"\nurl = "redis://x"\n', "target.url is for kinds"),
+        ("create_tables = true\n", "target.create_tables is for kind 'postgresql'"),
         ('kind = "auditlog"\n', "path"),
         ('kind = "auditlog"\npath = "a"\nhost = "db"\n', "target.host names a MySQL server"),
         ('path = "a"\n', "target.path is for kind 'auditlog'"),

@@ -8,8 +8,9 @@
     repair(tx, snapshot, seed=, reset=)   source rows read at `snapshot` (reconcile, seed)
     close()
 
-Kinds (`[target] kind`): `mysql` (MariaDB/MySQL, apply/applier.py), `auditlog` (JSON lines,
-apply/auditlog.py) and `redis` (a hash per row, apply/redisstore.py). `open_store` makes the one a target config names.
+Kinds (`[target] kind`): `mysql` (MariaDB/MySQL, apply/applier.py), `postgresql`
+(apply/postgres.py), `redis` (a hash per row, apply/redisstore.py) and `auditlog` (JSON lines,
+apply/auditlog.py). `open_store` makes the one a target config names.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
 
         assert config.path is not None  # checked with the config
         return AuditLogStore(config.path, origin, config.rotate_bytes, epoch)
+    if config.kind == "postgresql":
+        from .postgres import PostgresStore
+
+        return PostgresStore(
+            config.url, origin, config.create_tables, config.database.password, epoch
+        )
     if config.kind == "redis":
         from .redisstore import RedisStore
 

@@ -428,6 +428,10 @@ class TargetRole:
 
             assert self.config.path is not None
             return checkpoints(self.config.path)
+        if self.config.kind == "postgresql":
+            from ..apply.postgres import checkpoints as pg_checkpoints
+
+            return pg_checkpoints(self.config.url, self.config.database.password)
         if self.config.kind == "redis":
             from ..apply.redisstore import checkpoints as redis_checkpoints
 

@@ -100,6 +100,7 @@ def checkpoints(url: str, password: str = "") -> dict[str, dict[str, object]]:
         ) from exc
 
 
+COPY_ROWS = 500  # a batch at least this long goes through COPY (catch-up)
 _DATE_TYPES = ("date", "timestamp without time zone", "timestamp with time zone")
 
 
@@ -260,9 +261,11 @@ class PostgresStore:
                         f"to {now} while this agent applied (another agent for the same target?)",
                         "run one target agent per PostgreSQL database",
                     )
-                for tx in fresh:
-                    doing = f"applying the transaction at {tx.position}"
-                    self._apply_changes(cur, tx.changes)
+                # One run of batches over the whole group: runs of the same kind on the same
+                # table span transactions (the order of every change is kept).
+                if fresh:
+                    doing = f"applying the transactions {fresh[0].position} … {fresh[-1].position}"
+                self._apply_changes(cur, [c for tx in fresh for c in tx.changes])
                 cur.execute(
                     "INSERT INTO binlogsync.checkpoint (origin, position, epoch, applied) "
                     "VALUES (%s, %s, %s, %s) ON CONFLICT (origin) DO UPDATE SET "
@@ -354,6 +357,9 @@ class PostgresStore:
             keyed = [self._adapt(table, columns, row, only=table.key) for row in rows]
             cur.executemany(query, keyed)
             return
+        if len(rows) >= COPY_ROWS:
+            self._copy_upsert(cur, table, schema, name, columns, rows)
+            return
         others = [c for c in columns if c not in table.key]
         update = (
             sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
@@ -370,6 +376,37 @@ class PostgresStore:
             + update
         )
         cur.executemany(query, [self._adapt(table, columns, row) for row in rows])
+
+    def _copy_upsert(
+        self, cur: psycopg.Cursor[Any], table: _Table, schema: str, name: str,
+        columns: tuple[str, ...], rows: list[Sequence[Any]],
+    ) -> None:  # fmt: skip
+        """A large batch (catch-up): COPY into a temporary table shaped like the target, then
+        one INSERT … SELECT … ON CONFLICT. Rows of one batch have distinct keys only if the
+        batch is deduplicated first: the last image of each key wins, as in order."""
+        latest: dict[tuple[Any, ...], Sequence[Any]] = {}
+        for row in rows:
+            latest[self._key(table, columns, row)] = row
+        stage = sql.Identifier(f"bls_stage_{name}"[:63])
+        cur.execute(sql.SQL("CREATE TEMP TABLE IF NOT EXISTS {} (LIKE {} INCLUDING DEFAULTS) "
+                            "ON COMMIT DELETE ROWS").format(stage, sql.Identifier(schema, name)))  # fmt: skip
+        cols = sql.SQL(", ").join(map(sql.Identifier, columns))
+        with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(stage, cols)) as copy:
+            for row in latest.values():
+                copy.write_row(self._adapt(table, columns, row))
+        others = [c for c in columns if c not in table.key]
+        update = (
+            sql.SQL("DO UPDATE SET ") + sql.SQL(", ").join(
+                sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in others)
+            if others else sql.SQL("DO NOTHING")
+        )  # fmt: skip
+        cur.execute(
+            sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT ({}) ").format(
+                sql.Identifier(schema, name), cols, cols, stage,
+                sql.SQL(", ").join(map(sql.Identifier, table.key)),
+            ) + update
+        )  # fmt: skip
+        cur.execute(sql.SQL("TRUNCATE {}").format(stage))
 
     def _adapt(
         self, table: _Table, columns: Sequence[str], row: Sequence[Any],

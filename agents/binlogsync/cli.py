@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
-from .errors import BinlogsyncError
+from .errors import BinlogsyncError, UsageError
 
 
 def _logging(level: str) -> None:
@@ -277,6 +277,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         args.sizes = args.sizes or "1000000,10000000"
         return seed_main(args)
+    if args.which == "apply":
+        if args.target_kind != "postgresql":
+            raise UsageError(
+                f"bench apply --target-kind {args.target_kind}: only postgresql is measured here",
+                "for a MariaDB target run bench/apply_rate.py",
+            )
+        from .devsite.pg_apply_bench import main as pg_apply_main
+
+        return pg_apply_main(args)
     if args.which == "oltp":
         from .devsite.oltp_bench import main as oltp_main
 
@@ -519,8 +528,9 @@ def parser() -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx", "oltp", "seed"],
+        choices=["paper", "large-tx", "oltp", "seed", "apply"],
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
+        "apply: catching up a backlog into a PostgreSQL target beside pg_chameleon; "
         "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
         "seed: binlogsync seed beside mariadb-dump | mariadb, writes running",
     )
@@ -546,6 +556,13 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"
+    )
+    s.add_argument("--target-kind", default="postgresql", help="apply: the kind of target")
+    s.add_argument(
+        "--single", type=int, default=200_000, help="apply: single-row transactions of backlog"
+    )
+    s.add_argument(
+        "--batches", type=int, default=2_000, help="apply: 100-row transactions of backlog"
     )
     s.set_defaults(func=cmd_bench)
 

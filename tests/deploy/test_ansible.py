@@ -193,7 +193,9 @@ class Site:
     def sql(self, host: Host, statement: str) -> str:
         return self.sh(host, f"mariadb --batch --skip-column-names -e {_quote(statement)}")
 
-    def playbook(self, inventory_text: str, label: str) -> tuple[dict[str, dict[str, int]], float]:
+    def playbook(
+        self, inventory_text: str, label: str, fails: bool = False
+    ) -> tuple[dict[str, dict[str, int]], float, str]:
         path = self.work / f"inventory-{label}.yml"
         path.write_text(inventory_text)
         started = time.monotonic()
@@ -203,13 +205,18 @@ class Site:
         )  # fmt: skip
         took = time.monotonic() - started
         (self.work / f"ansible-{label}.log").write_text(done.stdout + done.stderr)
-        assert done.returncode == 0, f"{label} run failed:\n{done.stdout[-6000:]}{done.stderr}"
-        return recap(done.stdout), took
+        if fails:
+            assert done.returncode != 0, f"{label} run should have failed:\n{done.stdout[-6000:]}"
+        else:
+            assert done.returncode == 0, f"{label} run failed:\n{done.stdout[-6000:]}{done.stderr}"
+        return recap(done.stdout), took, done.stdout
 
     def unit_state(self, host: Host) -> tuple[str, str]:
         shown = self.sh(host, f"systemctl show -p MainPID -p ActiveEnterTimestamp {host.unit}")
         values = dict(line.split("=", 1) for line in shown.splitlines())
         assert values["MainPID"] != "0", f"{host.unit} is not running on {host.name}"
+        user = self.sh(host, f"ps -o user= -p {values['MainPID']}")
+        assert user == "binlogsync", f"{host.unit} runs as {user}"
         return values["MainPID"], values["ActiveEnterTimestamp"]
 
     def secret_key_digest(self, host: Host) -> str:
@@ -250,12 +257,12 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     for host in (origin, target):  # the routed table exists on both before the agents start
         site.sql(host, TABLE)
 
-    first, first_s = site.playbook(inventory(site.hosts, wheels, {}), "first")
+    first, first_s, _ = site.playbook(inventory(site.hosts, wheels, {}), "first")
     assert set(first) == {h.name for h in site.hosts}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in first.values()), first
     keys = {h.name: site.secret_key_digest(h) for h in site.hosts}
 
-    second, second_s = site.playbook(inventory(site.hosts, wheels, {}), "second")
+    second, second_s, _ = site.playbook(inventory(site.hosts, wheels, {}), "second")
     assert {name: r["changed"] for name, r in second.items()} == {h.name: 0 for h in site.hosts}
     assert {h.name: site.secret_key_digest(h) for h in site.hosts} == keys  # never rotated
 
@@ -284,7 +291,7 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     # One changed setting restarts the one agent whose config changed.
     before = {h.name: site.unit_state(h) for h in site.hosts}
     changed = {target.name: {"binlogsync_target_settings": {"group_transactions": 500}}}
-    third, third_s = site.playbook(inventory(site.hosts, wheels, changed), "third")
+    third, third_s, _ = site.playbook(inventory(site.hosts, wheels, changed), "third")
     assert third[hub.name]["changed"] == third[origin.name]["changed"] == 0
     assert third[target.name]["changed"] == 2  # the TOML and its restart handler
     assert "group_transactions = 500" in site.sh(target, "cat /etc/binlogsync/client.toml")
@@ -301,6 +308,16 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
         == "after the restart",
         60, 0.2, "a row on the target after its agent restarted",
     )  # fmt: skip
+
+    # A mistake in a setting is refused by binlogsync's own loader before the file is replaced.
+    before = after
+    typo = {target.name: {"binlogsync_target_settings": {"group_transaction": 5}}}
+    fourth, _, output = site.playbook(inventory(site.hosts, wheels, typo), "fourth", fails=True)
+    assert fourth[target.name]["failed"] == 1
+    assert fourth[hub.name]["failed"] == fourth[origin.name]["failed"] == 0
+    assert "did you mean group_transactions?" in output
+    assert "group_transactions = 500" in site.sh(target, "cat /etc/binlogsync/client.toml")
+    assert {h.name: site.unit_state(h) for h in site.hosts} == before
     print(
         f"\nansible-playbook on 3 systemd hosts: first run {first_s:.1f} s, second (no change) "
         f"{second_s:.1f} s, third (one target setting) {third_s:.1f} s"

@@ -61,12 +61,12 @@ class Host:
     mariadb_server_id: int | None = None
 
 
-def community_docker(cache: Path = CACHE) -> Path | None:
+def community_docker(scratch: Path, cache: Path = CACHE) -> Path | None:
     """A collections folder holding community.docker, or None when Ansible finds it already
     (e.g. the full `ansible` package is installed)."""
     listed = subprocess.run(
         [str(BIN / "ansible-galaxy"), "collection", "list", "community.docker"],
-        capture_output=True, text=True, env={**os.environ, **_ansible_home(cache / "ansible")},
+        capture_output=True, text=True, env={**os.environ, **_ansible_home(scratch)},
     )  # fmt: skip
     if listed.returncode == 0 and "community.docker" in listed.stdout:
         return None
@@ -180,6 +180,12 @@ class Site:
             )  # fmt: skip
 
     def stop(self) -> None:
+        for host in self.hosts:  # kept in the test's folder, for when something failed
+            journal = self.engine.docker(
+                "exec", host.container, "journalctl", "--no-pager", "-u", "binlogsync-*",
+                "-u", "mariadb", check=False,
+            )  # fmt: skip
+            (self.work / f"journal-{host.name}.log").write_bytes(journal.stdout + journal.stderr)
         names = [h.container for h in self.hosts]
         self.engine.docker("rm", "-f", *names, check=False, timeout=120)
         self.engine.docker("network", "rm", self.network, check=False)
@@ -219,6 +225,14 @@ class Site:
         assert user == "binlogsync", f"{host.unit} runs as {user}"
         return values["MainPID"], values["ActiveEnterTimestamp"]
 
+    def exposure(self, host: Host) -> tuple[float, str]:
+        """systemd's rating of the unit's sandboxing (`systemd-analyze security`): 0 to 10,
+        lower is safer, e.g. (1.6, "OK")."""
+        text = self.sh(host, f"systemd-analyze security --no-pager {host.unit}")
+        found = re.search(r"exposure level for \S+: ([\d.]+) (\w+)", text)
+        assert found, text[-500:]
+        return float(found[1]), found[2]
+
     def secret_key_digest(self, host: Host) -> str:
         return self.sh(host, f"sha256sum /etc/binlogsync/keys/{host.name}.key_secret").split()[0]
 
@@ -240,7 +254,7 @@ def _quote(text: str) -> str:
 @pytest.fixture
 def site(engine: Engine, tmp_path: Path) -> Iterator[Site]:
     debian_image(engine, IMAGE, PACKAGES)
-    box = Site(engine, tmp_path, community_docker())
+    box = Site(engine, tmp_path, community_docker(tmp_path / "galaxy"))
     try:
         box.start()
         yield box
@@ -261,6 +275,8 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     assert set(first) == {h.name for h in site.hosts}
     assert all(r["failed"] == 0 and r["unreachable"] == 0 for r in first.values()), first
     keys = {h.name: site.secret_key_digest(h) for h in site.hosts}
+    exposure = {h.name: site.exposure(h) for h in site.hosts}
+    assert all(score <= 2.0 for score, _ in exposure.values()), exposure  # systemd: "OK"
 
     second, second_s, _ = site.playbook(inventory(site.hosts, wheels, {}), "second")
     assert {name: r["changed"] for name, r in second.items()} == {h.name: 0 for h in site.hosts}
@@ -322,6 +338,7 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
         f"\nansible-playbook on 3 systemd hosts: first run {first_s:.1f} s, second (no change) "
         f"{second_s:.1f} s, third (one target setting) {third_s:.1f} s"
     )
+    print(f"systemd-analyze security: {exposure}")
 
 
 def test_ansible_lint_production_profile(tmp_path: Path) -> None:

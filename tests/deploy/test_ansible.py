@@ -2,14 +2,19 @@
 image with systemd as PID 1 (a hub, an origin and a target, MariaDB inside the last two),
 reached through the community.docker.docker connection of a private Docker engine.
 
-The playbook runs three times: the first deploys everything, the second must change nothing
-(read from the play recap), the third changes one target setting and must restart that agent
-alone (systemd's MainPID and ActiveEnterTimestamp of each unit). Between them a row written on
-the origin must arrive on the target, and `binlogsync status` on the hub must show every host
-online. `ansible-lint` (production profile, offline) must pass on the folder.
+The playbook runs four times: the first deploys everything (the origin's MariaDB gets the
+binlog settings capture needs), the second must change nothing (read from the play recap; no
+key rotated, MariaDB not restarted), the third changes one target setting and must restart
+that agent alone (systemd's MainPID and ActiveEnterTimestamp of each unit), the fourth has a
+misspelt setting that `validate:` refuses without touching the running agent. Between them a
+row written on the origin must arrive on the target, and `binlogsync status` on the hub must
+show every host online. The units' sandboxing is rated by `systemd-analyze security`.
+
+Without Docker: the example inventory renders the TOML and units it implies, and
+`ansible-lint` (production profile, offline) passes on deploy/ansible.
 
 community.docker (the connection plugin) is taken from the `ansible` wheel on PyPI when it is
-not installed: only that collection is extracted, into the binlogsync cache.
+not installed: only that collection is extracted, into the binlogsync cache (~/.cache/binlogsync).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -277,6 +283,9 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     keys = {h.name: site.secret_key_digest(h) for h in site.hosts}
     exposure = {h.name: site.exposure(h) for h in site.hosts}
     assert all(score <= 2.0 for score, _ in exposure.values()), exposure  # systemd: "OK"
+    settings = "@@log_bin, @@binlog_format, @@binlog_row_image, @@binlog_row_metadata, @@server_id"
+    assert site.sql(origin, f"SELECT {settings}").split() == ["1", "ROW", "FULL", "FULL", "11"]
+    mariadb = {h.name: site.sh(h, "systemctl show -p MainPID mariadb") for h in (origin, target)}
 
     second, second_s, _ = site.playbook(inventory(site.hosts, wheels, {}), "second")
     assert {name: r["changed"] for name, r in second.items()} == {h.name: 0 for h in site.hosts}
@@ -316,6 +325,9 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     assert after[origin.name] == before[origin.name]
     assert after[target.name][0] != before[target.name][0]
     assert after[target.name][1] != before[target.name][1]
+    assert {h.name: site.sh(h, "systemctl show -p MainPID mariadb") for h in (origin, target)} == (
+        mariadb
+    )  # MariaDB restarted only when its settings changed (the first run)
 
     # The restarted target still applies.
     site.sql(origin, "INSERT INTO shop.orders VALUES (2, 'after the restart')")
@@ -350,3 +362,68 @@ def test_ansible_lint_production_profile(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     print(f"\nansible-lint --profile production: passed in {time.monotonic() - started:.1f} s")
+
+
+RENDER = """
+- name: Stand-in for the key exchange
+  ansible.builtin.set_fact:
+    binlogsync_key_share: {name: "{{ binlogsync_name }}", agent: "{{ binlogsync_agent }}"}
+- name: Agent config
+  ansible.builtin.template:
+    src: "{{ binlogsync_agent }}.toml.j2"
+    dest: "{{ out }}/{{ inventory_hostname }}.toml"
+    mode: "0644"
+- name: Unit
+  ansible.builtin.template:
+    src: binlogsync.service.j2
+    dest: "{{ out }}/{{ inventory_hostname }}.service"
+    mode: "0644"
+"""
+
+
+def test_example_inventory_renders_valid_configs(tmp_path: Path) -> None:
+    """The example inventory's hosts get the TOML and units the groups imply (routes from
+    the groups; explicit routes with a rename render too), without any host."""
+    # A role with the real defaults, vars and templates whose only tasks render the templates
+    # here (so inventory variables take precedence over defaults, as in the real role).
+    role = PLAYBOOKS / "roles" / "binlogsync"
+    render = tmp_path / "roles" / "render"
+    (render / "tasks").mkdir(parents=True)
+    (render / "tasks" / "main.yml").write_text(RENDER)
+    for part in ("defaults", "vars", "templates"):
+        (render / part).symlink_to(role / part)
+    play = tmp_path / "render.yml"
+    play.write_text("- {hosts: all, connection: local, gather_facts: false, roles: [render]}\n")
+    env = {
+        **os.environ,
+        **_ansible_home(tmp_path),
+        "ANSIBLE_CONFIG": str(PLAYBOOKS / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(tmp_path / "roles"),
+    }
+    routes = [
+        {"origin": "shop-db", "targets": ["report-db"], "tables": ["shop.*"]},
+        {"origin": "shop-db", "targets": ["backup-db"], "rename": {"shop": "shop_copy"}},
+    ]
+    for extra in ({}, {"binlogsync_routes": routes}):
+        done = subprocess.run(
+            [str(BIN / "ansible-playbook"), "-i", str(PLAYBOOKS / "inventory/example.yml"),
+             "-e", json.dumps({"out": str(tmp_path), **extra}), str(play)],
+            cwd=PLAYBOOKS, env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr
+        hub = tomllib.loads((tmp_path / "sync-hub.toml").read_text())
+        assert hub["hub"]["bind"] == "tcp://0.0.0.0:5555"
+        assert hub["route"] == (
+            routes if extra else [
+                {"origin": "shop-db", "targets": ["report-db", "backup-db"], "tables": ["shop.*"]}
+            ]
+        )  # fmt: skip
+        origin = tomllib.loads((tmp_path / "shop-db.toml").read_text())
+        assert origin["client"] == {"name": "shop-db", "hub": "tcp://hub.example.net:5555"}
+        assert origin["origin"]["server_id"] != 1 and "target" not in origin
+        backup = tomllib.loads((tmp_path / "backup-db.toml").read_text())
+        assert backup["target"]["group_transactions"] == 500 and "origin" not in backup
+        assert backup["security"]["hub_public_key_file"] == "/etc/binlogsync/keys/sync-hub.key"
+        unit = (tmp_path / "backup-db.service").read_text()
+        assert "ExecStart=/opt/binlogsync/venv/bin/binlogsync client --config" in unit
+        assert "After=network-online.target mariadb.service" in unit

@@ -84,7 +84,7 @@ def community_docker(scratch: Path, cache: Path = CACHE) -> Path | None:
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
     minor = int(core.split(".")[1])  # ansible-core 2.19 ships in ansible 12, 2.18 in 11, …
-    download = cache / "ansible-wheel"
+    download = scratch / "ansible-wheel"  # 50 MB; only the 2 MB collection is kept
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(download),
          f"ansible=={minor - 7}.*"],

@@ -83,6 +83,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         else "client"
     )
     roles = ""
+    if not isinstance(config, HubConfig | AdminConfig) and config.target is not None:
+        from .apply.store import require
+
+        require(config.target.kind)
     if not isinstance(config, HubConfig | AdminConfig):
         roles = " (" + ", ".join(r for r in ("origin", "target") if getattr(config, r)) + ")"
     print(f"ok: {args.config} is a valid {kind} config for {config.name}{roles}")

@@ -49,3 +49,16 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
 def test_wrong_kinds_and_keys_are_named(tmp_path: Path, body: str, names: str) -> None:
     with pytest.raises(ConfigError, match=names.replace(".", r"\.")):
         _load(tmp_path, body)
+
+
+def test_a_kind_whose_client_library_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    from binlogsync.apply.store import require
+
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"pip install 'binlogsync\[redis\]'"):
+        require("redis")
+    require("mysql")  # needs nothing more

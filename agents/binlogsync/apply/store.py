@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..config import TargetConfig
+from ..errors import ConfigError
 from ..model import Part, Transaction
 from ..position import Position
 
@@ -43,7 +44,25 @@ class TargetStore(Protocol):
     def close(self) -> None: ...
 
 
+EXTRAS = {"postgresql": ("psycopg", "postgresql"), "redis": ("redis", "redis")}
+
+
+def require(kind: str) -> None:
+    """ConfigError naming the extra to install when `kind`'s client library is missing."""
+    if kind not in EXTRAS:
+        return
+    module, extra = EXTRAS[kind]
+    try:
+        __import__(module)
+    except ImportError as exc:
+        raise ConfigError(
+            f"target.kind {kind!r} needs the Python package {module!r}, which is not installed",
+            f"pip install 'binlogsync[{extra}]'",
+        ) from exc
+
+
 def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetStore:
+    require(config.kind)
     if config.kind == "auditlog":
         from .auditlog import AuditLogStore
 

@@ -153,7 +153,11 @@ class ClientAgent(RunLoop):
 
         With `origin.candidates` every server is checked, and one that cannot be reached
         now is only a warning: the primary may be gone, and capture waits for a candidate
-        that qualifies (capture/failover.py)."""
+        that qualifies (capture/failover.py). A target's kind must have its client library."""
+        if self.config.target is not None:
+            from ..apply.store import require
+
+            require(self.config.target.kind)
         if self.config.origin is not None:
             check_library()
             o = self.config.origin

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..apply import checkpoint
 from ..apply.applier import StaleStream, failed_at
-from ..apply.store import open_store
+from ..apply.store import open_store, require
 from ..codec import unpack
 from ..config import TargetConfig
 from ..errors import BinlogsyncError, ProtocolError
@@ -428,6 +428,7 @@ class TargetRole:
 
             assert self.config.path is not None
             return checkpoints(self.config.path)
+        require(self.config.kind)
         if self.config.kind == "postgresql":
             from ..apply.postgres import checkpoints as pg_checkpoints
 

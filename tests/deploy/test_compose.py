@@ -1,8 +1,10 @@
 """The docker compose site, for real, in a private Docker engine: the top-level
 docker-compose.yaml built from deploy/compose/ on a local Debian base image (BASE_IMAGE), with
 the wheelhouse make-wheels makes and the secrets make-secrets makes; `up -d` until every
-service is healthy; rows written on the origin arrive on both targets; the reconcile DAG,
-triggered through Airflow's REST API (published on 127.0.0.1 only), runs PySpark and succeeds;
+service is healthy; no password is in any container's configuration; rows written on the
+origin arrive on both targets; Airflow's REST API (published on 127.0.0.1 only) shows the
+binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the reconcile DAG
+(PySpark, local mode, in the Airflow container) to success;
 the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
 it is down: after it is started again, both targets equal the origin row for row; `down -v`
 leaves no container and no volume. Timings are printed.
@@ -316,6 +318,10 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
         lambda: api.call("GET", "/api/v2/dags?dag_id_pattern=reconcile")["total_entries"],
         120, 1.0, "the reconcile DAG parsed",
     )  # fmt: skip
+    overview = api.call("GET", "/binlogsync/api/overview")  # the plugin's page, via the hub
+    assert {h["name"]: h["online"] for h in overview["hosts"]} == {
+        "origin": True, "target1": True, "target2": True,
+    }, overview  # fmt: skip
     run_id = api.trigger("reconcile", {"tables": ["shop.*"]})
     result = api.wait_run("reconcile", run_id, 600)
     tasks = api.task_states("reconcile", run_id)

@@ -1,0 +1,395 @@
+"""The docker compose site, for real, in a private Docker engine: the top-level
+docker-compose.yaml built from deploy/compose/ on a local Debian base image (BASE_IMAGE), with
+the wheelhouse make-wheels makes and the secrets make-secrets makes; `up -d` until every
+service is healthy; no password is in any container's configuration; rows written on the
+origin arrive on both targets; Airflow's REST API (published on 127.0.0.1 only) shows the
+binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the reconcile DAG
+(PySpark, local mode, in the Airflow container) to success;
+the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
+it is down: after it is started again, both targets equal the origin row for row; `down -v`
+leaves no container and no volume. Timings are printed.
+
+The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml and
+constraints.txt; binlogsync's own wheel is built from this checkout on every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlogsync.devsite.docker_kit import CACHE, ROOT, Engine, debian_image
+from binlogsync.devsite.localsite import wait_until
+from binlogsync.devsite.sandbox import free_port
+
+pytestmark = [pytest.mark.deploy, pytest.mark.timeout(1800)]
+
+COMPOSE_DIR = ROOT / "deploy" / "compose"
+PROJECT = "bls-compose-test"
+BASE_IMAGE = "local/bls-compose-base:bookworm"
+# Everything any image needs, so the Dockerfiles install nothing (builds have no network here)
+PACKAGES = [
+    "python3", "python3-venv", "mariadb-server", "mariadb-client",
+    "openjdk-17-jre-headless", "procps", "ca-certificates",
+]  # fmt: skip
+SERVICES = {
+    "origin", "target1", "target2", "hub", "origin-agent", "target1-agent", "target2-agent",
+    "workload", "airflow",
+}  # fmt: skip
+TABLES = ("customers", "orders")
+
+
+def prepare_wheels() -> None:
+    """deploy/compose/wheels as make-wheels leaves it: the dependencies from the cache (made
+    by make-wheels itself the first time), binlogsync's wheel fresh from this checkout."""
+    key = hashlib.sha256(
+        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+    ).hexdigest()[:12]
+    cached = CACHE / "wheels" / key
+    if not cached.exists():
+        partial = cached.with_name(key + ".partial")
+        run(
+            [str(COMPOSE_DIR / "make-wheels")],
+            env={**os.environ, "WHEELS_DIR": str(partial), "PYTHON": sys.executable},
+            timeout=1800,
+        )
+        partial.replace(cached)
+    dest = COMPOSE_DIR / "wheels"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    for wheel in cached.iterdir():
+        if wheel.name.startswith("binlogsync-"):
+            continue
+        try:
+            os.link(wheel, dest / wheel.name)
+        except OSError:
+            shutil.copy2(wheel, dest / wheel.name)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(ROOT)])
+
+
+def run(
+    command: list[str], env: dict[str, str] | None = None, timeout: float = 600, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
+    if check and done.returncode:
+        raise RuntimeError(
+            f"{' '.join(command)} failed ({done.returncode}):\n"
+            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+        )
+    return done
+
+
+class Site:
+    """The compose project `PROJECT` in `engine`: compose commands, containers, SQL."""
+
+    def __init__(self, engine: Engine, secrets: Path) -> None:
+        self.engine = engine
+        self.airflow_port = free_port()
+        self.env = {
+            **engine.env,
+            "BASE_IMAGE": BASE_IMAGE,
+            "BINLOGSYNC_SECRETS": str(secrets),
+            "AIRFLOW_PORT": str(self.airflow_port),
+            # only the run the test triggers: unpausing reconcile would also queue its
+            # @daily run first (max_active_runs=1), doubling the wait
+            "AIRFLOW_USE_JOB_SCHEDULE": "False",
+        }
+        self.ids: dict[str, str] = {}
+        self.compose_cli = (
+            ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+        )
+
+    def compose(self, *args: str, timeout: float = 900) -> str:
+        return run([*self.compose_cli, "-p", PROJECT, *args], self.env, timeout).stdout
+
+    def docker(self, *args: str, check: bool = True) -> str:
+        return self.engine.docker(*args, check=check).stdout.decode()
+
+    def container(self, service: str) -> str:
+        """The service's container (the same one across kill and start; `down` forgets)."""
+        if service not in self.ids:
+            ids = self.compose("ps", "-q", service).split()
+            assert len(ids) == 1, f"{service}: containers {ids}"
+            self.ids[service] = ids[0]
+        return self.ids[service]
+
+    def states(self) -> dict[str, str]:
+        """service -> its container's health (or its state when not running)."""
+        ids = self.docker(
+            "ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}"
+        ).split()
+        if not ids:
+            return {}
+        form = (
+            '{{index .Config.Labels "com.docker.compose.service"}} {{.State.Status}} '
+            "{{if .State.Health}}{{.State.Health.Status}}{{end}}"
+        )
+        states = {}
+        for line in self.docker("inspect", "-f", form, *ids).splitlines():
+            service, status, *health = line.split()
+            states[service] = health[0] if status == "running" and health else status
+        return states
+
+    def wait_healthy(self, timeout: float) -> None:
+        def healthy() -> bool:
+            states = self.states()
+            dead = {s: v for s, v in states.items() if v in ("exited", "dead")}
+            if dead:
+                raise RuntimeError(f"containers stopped: {dead}")
+            return set(states) == SERVICES and all(v == "healthy" for v in states.values())
+
+        try:
+            wait_until(healthy, timeout, 1.0, "every service healthy")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: {self.states()}") from None
+
+    def sql(self, service: str, query: str) -> list[str]:
+        """Rows of `query` on the database service, as tab-separated lines (root, by socket)."""
+        out = self.docker(
+            "exec", self.container(service), "mariadb", "-N", "-B", "shop", "-e", query
+        )
+        return out.splitlines()
+
+    def rows(self, service: str, where: str | None = None) -> dict[str, list[str]]:
+        """Every row of shop.customers and shop.orders, or the orders matching `where`."""
+        if where:
+            return {"orders": self.sql(service, f"SELECT * FROM orders WHERE {where} ORDER BY id")}
+        return {t: self.sql(service, f"SELECT * FROM {t} ORDER BY id") for t in TABLES}
+
+    def wait_targets_equal(self, timeout: float, where: str | None = None) -> dict[str, list[str]]:
+        """The rows (`where`) of the origin, once both targets hold exactly the same."""
+        seen: dict[str, Any] = {}
+
+        def equal() -> bool:
+            seen["origin"] = self.rows("origin", where)
+            seen["target1"] = self.rows("target1", where)
+            seen["target2"] = self.rows("target2", where)
+            return seen["target1"] == seen["origin"] == seen["target2"]
+
+        try:
+            wait_until(equal, timeout, 0.5, "both targets equal to the origin")
+        except TimeoutError:
+            counts = {db: {t: len(r) for t, r in rows.items()} for db, rows in seen.items()}
+            raise TimeoutError(f"targets differ from the origin: row counts {counts}") from None
+        return seen["origin"]
+
+
+class AirflowApi:
+    """Airflow's REST API on 127.0.0.1 (the port compose publishes), as user admin."""
+
+    def __init__(self, port: int, password: str) -> None:
+        self.url = f"http://127.0.0.1:{port}"
+        self.password = password
+        self.token = ""
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data, headers, method=method)
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read() or b"null")
+
+    def login(self) -> None:
+        answer = self.call("POST", "/auth/token", {"username": "admin", "password": self.password})
+        self.token = str(answer["access_token"])
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        run = self.call(
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf}
+        )
+        return str(run["dag_run_id"])
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def finished() -> bool:
+            found.update(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))
+            return found["state"] in ("success", "failed")
+
+        wait_until(finished, timeout, 1.0, f"the run {run_id} of {dag_id} finished")
+        return found
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {
+            ti["task_id"] + (f"[{ti['map_index']}]" if ti["map_index"] >= 0 else ""): ti["state"]
+            for ti in answer["task_instances"]
+        }
+
+
+def seconds_between(run: dict[str, Any]) -> float:
+    """A DAG run's duration from its start and end dates (ISO 8601, from the REST API)."""
+    import datetime as dt
+
+    start, end = (dt.datetime.fromisoformat(run[k]) for k in ("start_date", "end_date"))
+    return round((end - start).total_seconds(), 1)
+
+
+def insert_orders(note: str, count: int) -> str:
+    """One INSERT of `count` orders tagged `note` (MariaDB's sequence engine)."""
+    return (
+        "INSERT INTO shop.orders (customer_id, amount, note, created_at) "
+        f"SELECT seq % 50 + 1, seq * 1.25, '{note}', UTC_TIMESTAMP(6) FROM seq_1_to_{count}"
+    )
+
+
+@pytest.fixture
+def site(engine: Engine, tmp_path: Path) -> Iterator[Site]:
+    box = Site(engine, tmp_path / "secrets")
+    try:
+        yield box
+    finally:
+        if box.states():
+            logs = box.compose("logs", "--no-color", "--tail=60", timeout=120)
+            (tmp_path / "compose.log").write_text(logs)
+        box.compose("down", "-v", "--remove-orphans", timeout=300)
+
+
+def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
+    timings: dict[str, float] = {}
+    started = time.monotonic()
+
+    def timed(name: str, since: float) -> None:
+        timings[name] = round(time.monotonic() - since, 1)
+        print(f"compose site: {name} {timings[name]} s", flush=True)
+
+    t = time.monotonic()
+    debian_image(engine, BASE_IMAGE, PACKAGES)
+    timed("base image (debian_image)", t)
+
+    t = time.monotonic()
+    prepare_wheels()
+    timed("wheelhouse", t)
+
+    t = time.monotonic()
+    site.compose("config", "-q")
+    site.compose("build", "--parallel", timeout=1800)
+    timed("compose build", t)
+
+    t = time.monotonic()
+    run([str(COMPOSE_DIR / "make-secrets")], {**site.env, "BINLOGSYNC": ""})
+    secrets = Path(site.env["BINLOGSYNC_SECRETS"])
+    assert (secrets / "keys" / "hub.key_secret").exists()
+    assert (secrets / "db_binlogsync_password").stat().st_mode & 0o077 == 0
+    timed("make-secrets", t)
+
+    t = time.monotonic()
+    site.compose("up", "-d")
+    site.wait_healthy(300)
+    timed("up until healthy", t)
+
+    # No secret in any container's configuration: the passwords are files under /run/secrets.
+    for service in ("origin", "origin-agent", "airflow", "workload"):
+        config = site.docker("inspect", site.container(service))
+        for name in ("db_binlogsync_password", "db_app_password", "airflow_admin_password"):
+            value = (secrets / name).read_text().strip()
+            assert value not in config, f"{name} appears in {service}'s configuration"
+
+    # Rows written on the origin (inserts, updates, deletes) arrive on both targets.
+    t = time.monotonic()
+    site.sql("origin", insert_orders("test-1", 100))
+    site.sql(
+        "origin",
+        "UPDATE shop.orders SET amount = amount + 1000 WHERE note = 'test-1' AND id % 7 = 0",
+    )
+    site.sql("origin", "DELETE FROM shop.orders WHERE note = 'test-1' AND id % 10 = 0")
+    rows = site.wait_targets_equal(60, "note = 'test-1'")
+    assert len(rows["orders"]) == 90
+    timed("rows on both targets", t)
+
+    # The reconcile DAG through Airflow's REST API: PySpark in local mode in the container.
+    t = time.monotonic()
+    api = AirflowApi(site.airflow_port, (secrets / "airflow_admin_password").read_text().strip())
+    api.login()
+    wait_until(
+        lambda: api.call("GET", "/api/v2/dags?dag_id_pattern=reconcile")["total_entries"],
+        120, 1.0, "the reconcile DAG parsed",
+    )  # fmt: skip
+    overview = api.call("GET", "/binlogsync/api/overview")  # the plugin's page, via the hub
+    assert {h["name"]: h["online"] for h in overview["hosts"]} == {
+        "origin": True, "target1": True, "target2": True,
+    }, overview  # fmt: skip
+    run_id = api.trigger("reconcile", {"tables": ["shop.*"]})
+    result = api.wait_run("reconcile", run_id, 600)
+    tasks = api.task_states("reconcile", run_id)
+    assert result["state"] == "success", f"reconcile {result['state']}: {tasks}"
+    assert tasks == {
+        "plan": "success",
+        "spark_reconcile[0]": "success",
+        "reconcile_result": "success",
+    }
+    timed("reconcile DAG run (trigger to success)", t)
+    print(f"compose site: reconcile run {run_id} itself {seconds_between(result)} s")
+
+    # Kill the hub in the middle of a burst of single-row transactions, write while it is
+    # down, start it again: nothing is lost on either target.
+    t = time.monotonic()
+    origin, hub = site.container("origin"), site.container("hub")
+    count = 5000
+    burst = "".join(
+        f"INSERT INTO shop.orders (customer_id, amount, note, created_at) "
+        f"VALUES ({i % 50 + 1}, {i}, 'burst', UTC_TIMESTAMP(6));"
+        for i in range(1, count + 1)
+    )
+    script = tmp_path / "burst.sql"
+    script.write_text(burst)
+    with script.open() as stdin:
+        writer = subprocess.Popen(
+            ["docker", "exec", "-i", origin, "mariadb", "shop"],
+            env=site.engine.env, stdin=stdin, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+    burst_rows = "SELECT COUNT(*) FROM orders WHERE note = 'burst'"
+    wait_until(
+        lambda: int(site.sql("origin", burst_rows)[0]), 60, 0.02, "the burst started"
+    )  # fmt: skip
+    site.docker("kill", hub)
+    writing = writer.poll() is None
+    arrived = int(site.sql("target1", burst_rows)[0])
+    output, _ = writer.communicate(timeout=120)
+    assert writer.returncode == 0, output
+    site.sql("origin", insert_orders("while-down", 200))
+    assert site.states()["hub"] == "exited"
+    site.compose("start", "hub")
+    site.wait_healthy(120)
+    site.compose("stop", "workload")  # quiet, so that whole tables can be compared
+    rows = site.wait_targets_equal(120)
+    counted = {
+        n: sum(1 for r in rows["orders"] if f"\t{n}\t" in r) for n in ("burst", "while-down")
+    }
+    assert counted == {"burst": count, "while-down": 200}
+    assert writing, "the burst was over before the hub was killed: nothing was in flight"
+    timed("hub killed and restarted, nothing lost", t)
+    print(
+        f"compose site: hub killed with {arrived}/{count} burst rows on target1; "
+        f"{len(rows['orders'])} orders and {len(rows['customers'])} customers equal on all three"
+    )
+
+    t = time.monotonic()
+    site.compose("down", "-v", "--remove-orphans", timeout=300)
+    site.ids.clear()
+    label = f"label=com.docker.compose.project={PROJECT}"
+    assert site.docker("ps", "-aq", "--filter", label).split() == []
+    assert site.docker("volume", "ls", "-q", "--filter", label).split() == []
+    timed("down -v", t)
+
+    timings["whole test"] = round(time.monotonic() - started, 1)
+    print("\ncompose site timings (s):")
+    for name, seconds in timings.items():
+        print(f"  {name:<42} {seconds:>7.1f}")

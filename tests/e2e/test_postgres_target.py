@@ -6,14 +6,12 @@ the PostgreSQL table equals the origin's row by row, value by value."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -25,30 +23,10 @@ from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import origin_gtid
 from sitekit import create
+from typeskit import COLUMNS, INSERT, NAMES
+from typeskit import row as _row
 
 pytestmark = pytest.mark.e2e
-
-COLUMNS = (
-    "id BIGINT UNSIGNED NOT NULL, k CHAR(3) NOT NULL, ti TINYINT, si SMALLINT UNSIGNED, "
-    "mi MEDIUMINT, i INT UNSIGNED, bi BIGINT, ub BIGINT UNSIGNED, d DECIMAL(65,30), "
-    "f FLOAT, db DOUBLE, b BIT(10), y YEAR, dd DATE, dtm DATETIME(6), ts TIMESTAMP(6) NULL, "
-    "tm TIME(6), c CHAR(10), vc VARCHAR(100), tx TEXT, bn BINARY(4), vb VARBINARY(20), "
-    "bl BLOB, e ENUM('x','y','z'), st SET('a','b','c'), j JSON, PRIMARY KEY (id, k)"
-)
-NAMES = [c.split()[0] for c in COLUMNS.split("PRIMARY")[0].split(", ") if c.strip()]
-INSERT = f"INSERT INTO t ({', '.join(NAMES)}) VALUES ({', '.join(['%s'] * len(NAMES))})"
-
-
-def _row(i: int) -> tuple[Any, ...]:
-    return (
-        i, "k" + str(i % 7), -128 + i % 200, 65535 - i % 65535, -8388608 + i, 4294967295 - i,
-        -(2**63) + i, 2**64 - 1 - i, Decimal(f"{i}.{'9' * 30}"), 1.1 * i, 2.5e300 / (i + 1),
-        i % 1024, 1901 + i % 200, dt.date(1000 + i % 9000, 1, 1),
-        dt.datetime(2026, 11, 24, 12, 0, 0, i % 1000000), dt.datetime(2030, 1, 1, 0, 0, i % 60),
-        dt.timedelta(hours=-838 + i % 1600, microseconds=i), f"c{i}", f"héllo 𝄞 {i}", "t" * (i % 50),
-        bytes([i % 256, 0, 1, 2]), bytes(range(i % 20)), b"\x00\xff" * (i % 10),
-        "xyz"[i % 3], ["", "a", "b,c", "a,b,c"][i % 4], json.dumps({"n": i, "s": "ü"}),
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

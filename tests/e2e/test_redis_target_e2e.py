@@ -18,6 +18,8 @@ from binlogsync.devsite.redis_sandbox import RedisServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import origin_gtid
 from sitekit import create
+from typeskit import COLUMNS, INSERT
+from typeskit import row as _row
 
 pytestmark = pytest.mark.e2e
 
@@ -81,6 +83,52 @@ def test_seeded_then_streamed_through_kill_9_every_key_equal(
                     b"id": key.rsplit(b":", 1)[1], b"note": note.encode(),
                     b"amount": str(amount).encode(),
                 }  # fmt: skip
+            client.close()
+        finally:
+            redis_server.stop()
+
+
+def test_every_type_is_stored_the_same_seeded_or_streamed(
+    tmp_path: Path, origin: Server, dbname: str
+) -> None:
+    """A row copied by the seed and the same values arriving from the binlog give the same
+    hash: BIT, SET and the rest travel with the same types both ways."""
+    create([origin], dbname, f"CREATE TABLE t ({COLUMNS})")
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.executemany(INSERT, [_row(i) for i in range(1, 9)])
+    with tempfile.TemporaryDirectory(prefix="bls-redis-") as root:
+        redis_server = RedisServer(Path(root)).start()
+        cache = Server("cache", 0, 0, "", 0)
+        section = f'[target]\nkind = "redis"\nurl = "{redis_server.url}"'
+        try:
+            with LocalSite(tmp_path / "site", origin, [cache], tables=(f"{dbname}.*",),
+                           target_sections={"cache": section}) as s:  # fmt: skip
+                s.start()
+                s.wait_online()
+                seeded = subprocess.run(
+                    [sys.executable, "-m", "binlogsync.cli", "seed", "--config",
+                     str(s.agents["hub"].config), "--origin", "origin", "--target", "cache",
+                     "--source", origin.url, "--quiet"],
+                    capture_output=True, text=True, timeout=120,
+                )  # fmt: skip
+                assert seeded.returncode == 0, seeded.stderr + s.logs()
+                with origin.connect(dbname) as conn, conn.cursor() as cur:
+                    for i in range(1, 9):  # the same values under another key, streamed
+                        cur.execute(INSERT, (1000 + i, *_row(i)[1:]))
+                gtid = origin_gtid(origin)
+                wait_until(
+                    lambda: checkpoints(redis_server.url).get("origin", {}).get("gtid") == gtid,
+                    60, 0.05, f"the Redis target reaching {gtid}",
+                )  # fmt: skip
+            client = redis_server.client()
+            for i in range(1, 9):
+                k = f"k{i % 7}"
+                seeded_row = client.hgetall(f"{dbname}:t:{i}:{k}")
+                streamed = client.hgetall(f"{dbname}:t:{1000 + i}:{k}")
+                assert seeded_row.pop(b"id") == str(i).encode()
+                assert streamed.pop(b"id") == str(1000 + i).encode()
+                assert seeded_row == streamed
+                assert seeded_row[b"b"] == str(i % 1024).encode()  # BIT as its integer
             client.close()
         finally:
             redis_server.stop()

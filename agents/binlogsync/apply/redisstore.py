@@ -5,7 +5,7 @@ A row of `schema.table` is the hash at `key_pattern` (default `{schema}:{table}:
 `{key}` is the primary key's values joined by `:`), one field per non-NULL column (a NULL
 column is an absent field). Values are strings as Redis holds them: integers and decimals in
 their digits, floats by `repr`, bytes as they are (Redis is binary-safe), dates and times in
-ISO 8601 (`time` as `[-]HH:MM:SS.ffffff`), sets joined by `,`. Inserts and updates write the
+ISO 8601 (`time` as `[-]HH:MM:SS.ffffff`), sets joined by `,` in the definition's order. Inserts and updates write the
 whole row image (the hash is replaced), deletes delete the key, an update that changes the
 key moves it, a truncate deletes the table's keys; `ttl` > 0 gives every written key that
 expiry. DDL changes nothing but the stored definition.
@@ -55,6 +55,13 @@ def text(value: Any) -> bytes | str:
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     raise ApplyError(f"a Redis target cannot store a {type(value).__name__} value")
+
+
+def _in_order(value: Any, members: Sequence[str] | None) -> Any:
+    """A SET's members in the definition's order, as MySQL writes them ("b,a" if so defined)."""
+    if members and isinstance(value, set | frozenset):
+        return ",".join(m for m in members if m in value)
+    return value
 
 
 def checkpoints(url: str, password: str = "") -> dict[str, dict[str, object]]:
@@ -267,6 +274,7 @@ class RedisStore:
                 pipe.set(f"{TABLES}{change.schema}.{change.table}", json.dumps(change.definition))
             return
         assert definition is not None
+        members = {c.name: c.values for c in definition.columns if c.type == "set"}
         if change.kind == "truncate":
             if keys:
                 pipe.delete(*keys)
@@ -280,7 +288,11 @@ class RedisStore:
             new = self._key(definition, change.columns, row)
             if old is not None and old != new:
                 pipe.delete(old)  # the key changed: the row moves
-            fields = {c: text(v) for c, v in zip(change.columns, row, strict=True) if v is not None}
+            fields = {
+                c: text(_in_order(v, members.get(c)))
+                for c, v in zip(change.columns, row, strict=True)
+                if v is not None
+            }
             pipe.delete(new)
             pipe.hset(new, mapping=fields)
             if self.ttl:

@@ -57,6 +57,9 @@ def _fix_float(value: Any) -> Any:
     return value
 
 
+shortest_float32 = _fix_float  # the seed gives FLOATs the same form (seed/chunks.py)
+
+
 def _fix_year(value: Any) -> Any:
     return 0 if value == 1900 else value  # YEAR's range is 1901-2155 plus 0000
 

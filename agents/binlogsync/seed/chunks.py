@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply.statements import ident, qualified
+from ..capture.values import shortest_float32
 from ..codec import pack, unpack
 from ..position import Position
 from ..reconcile import pinning
@@ -29,6 +30,35 @@ class Chunk:
     snapshot: Position
     rows: list[tuple[Any, ...]]
     last_key: Key | None  # of the last row; None when there are no rows
+
+
+def _bit(value: Any) -> Any:
+    return int.from_bytes(value, "big") if isinstance(value, bytes) else value
+
+
+def _set(value: Any) -> Any:
+    return (set(value.split(",")) if value else set()) if isinstance(value, str) else value
+
+
+def like_capture(table: SeedTable, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows with the values capture gives for the same columns: BIT as an integer (the text
+    protocol sends its bytes), SET as a set of members (it sends "a,b"), FLOAT as the shortest
+    decimal of the same float32 (it is read widened, `c + 0e0`: 1.100000023841858). A MySQL target
+    takes either; a target that stores values as they come (Redis, an audit log, PostgreSQL)
+    must not hold a seeded row differently from a streamed one."""
+    by_type = {"bit": _bit, "set": _set, "float": shortest_float32}
+    fixes = [
+        (i, by_type[c.type]) for i, c in enumerate(table.definition.columns) if c.type in by_type
+    ]
+    if not fixes:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, fix in fixes:
+            values[i] = fix(values[i])
+        out.append(tuple(values))
+    return out
 
 
 def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
@@ -49,6 +79,7 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
         rows = fetch_all(conn, bound)
     finally:
         pinning.end(conn)
+    rows = like_capture(table, rows)
     last = None
     if rows:
         # Key values as query parameters again (the reader gives some as codec values).

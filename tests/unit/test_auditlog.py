@@ -125,3 +125,17 @@ def test_a_seed_starts_an_empty_log_and_a_repair_is_refused(tmp_path: Path) -> N
     with pytest.raises(ApplyError, match="is a record"):
         store.repair(Transaction(pos(8), 0.0, (rows,)), pos(8), seed=True)
     store.close()
+
+
+def test_a_large_group_rotates_within_itself(tmp_path: Path) -> None:
+    # A catch-up delivers hundreds of transactions in one group: the files must still rotate.
+    store = AuditLogStore(tmp_path, "db1", 300)
+    store.apply([tx(seq, (seq, "y" * 60)) for seq in range(1, 41)])
+    files = sorted((tmp_path / "db1").glob("audit-*.jsonl"))
+    assert len(files) >= 5
+    assert all(f.stat().st_size < 300 + 400 for f in files)  # at most one line past the size
+    store.close()
+    # A crash before the next checkpoint: recovery keeps what the checkpoint names.
+    again = AuditLogStore(tmp_path, "db1", 300)
+    assert [line["after"]["id"] for line in read(tmp_path)] == list(range(1, 41))
+    again.close()

@@ -167,6 +167,7 @@ class AuditLogStore:
             ) from exc
         self._checkpoint, self._file, self._offset = self._recover()
         self._out: IO[str] | None = None
+        self._pending = 0  # bytes written after the last checkpoint's offset, in this file
         # The transaction being streamed in parts: its end, the next part, the offset it began
         # at (-1: applied already, its parts are skipped) and the next line number.
         self._stream: tuple[Position, int, int, int] | None = None
@@ -187,16 +188,14 @@ class AuditLogStore:
                 "reseed the audit log into a new folder",
             )
         last = -1 if base is None else base.key
-        out = self._open()
         new = base
         try:
             for tx in transactions:
                 if tx.position.key <= last:
                     continue
                 self._rotate_if_full()
-                out = self._open()
                 for line in lines(self.origin, tx):
-                    out.write(line + "\n")
+                    self._emit(line)
                 last, new = tx.position.key, tx.position
             if upto is not None and (new is None or upto.key > new.key):
                 new = upto
@@ -224,17 +223,16 @@ class AuditLogStore:
             self._stream = (end, part.number + 1, -1, 0)
             return self._skip_done() if part.last else None
         try:
-            out = self._open()
             tx = Transaction(end, part.timestamp, part.changes)
             written = lines(self.origin, tx, first=stream[3], commit_time=None)
             for line in written:
-                out.write(line + "\n")
+                self._emit(line)
             self._stream = (end, part.number + 1, stream[2], stream[3] + len(written))
             if part.last:
                 closing = {"origin": self.origin, "position": str(end), "gtid": end.gtid,
                            "commit_time": _when(part.timestamp), "n": stream[3] + len(written),
                            "kind": "commit"}  # fmt: skip
-                out.write(json.dumps(closing) + "\n")
+                self._emit(json.dumps(closing))
                 self._stream = None
                 self._commit(end)
                 return end
@@ -263,10 +261,9 @@ class AuditLogStore:
             )
         rows = Transaction(snapshot, transaction.timestamp,
                            tuple(c for c in transaction.changes if c.kind != "ddl"))  # fmt: skip
-        out = self._open()
         try:
             for line in lines(self.origin, rows, kind_override="snapshot"):
-                out.write(line + "\n")
+                self._emit(line)
             self._commit(snapshot)
         except BaseException:
             self._cut_back()
@@ -310,14 +307,21 @@ class AuditLogStore:
             self._out = (self.dir / self._file).open("a", encoding="utf-8")
         return self._out
 
+    def _emit(self, line: str) -> None:
+        data = line + "\n"
+        self._open().write(data)
+        self._pending += len(data.encode("utf-8"))
+
     def _rotate_if_full(self) -> None:
-        if self._offset < self.rotate_bytes:
+        """Begin the next file once this one is past the size; checked before each
+        transaction, so a transaction's lines stay in one file."""
+        if self._offset + self._pending < self.rotate_bytes:
             return
         if self._out is not None:
             self._out.close()
             self._out = None
         number = int(FILE.match(self._file).group(1)) + 1  # type: ignore[union-attr]
-        self._file, self._offset = self._name(number), 0
+        self._file, self._offset, self._pending = self._name(number), 0, 0
 
     def _commit(self, position: Position) -> None:
         out = self._open()
@@ -335,7 +339,7 @@ class AuditLogStore:
             os.fsync(handle.fileno())
         tmp.replace(self.dir / CHECKPOINT)
         _fsync_dir(self.dir)
-        self._checkpoint, self._offset = position, offset
+        self._checkpoint, self._offset, self._pending = position, offset, 0
 
     def _cut_back(self) -> None:
         """Drop what was written after the checkpoint (a failed or aborted group)."""
@@ -343,3 +347,4 @@ class AuditLogStore:
             self._out.close()
             self._out = None
         self._checkpoint, self._file, self._offset = self._recover()
+        self._pending = 0

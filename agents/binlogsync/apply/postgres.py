@@ -28,8 +28,9 @@ from psycopg import sql
 
 from ..errors import ApplyError, MissingTableError, SchemaMismatchError, UnreachableError
 from ..model import Change, Part, Transaction
-from ..position import Position, comparable
+from ..position import Position
 from ..tabledef import TableDef
+from .store import HeldParts, plan_group, repair_checkpoint
 
 SETUP = (
     "CREATE SCHEMA IF NOT EXISTS binlogsync",
@@ -124,7 +125,7 @@ class PostgresStore:
         self._definitions: dict[str, TableDef] = {}
         self._checkpoint: Position | None = None
         self._known = False
-        self._stream: tuple[Position, int, list[Change]] | None = None
+        self._parts = HeldParts()
 
     # -- the store protocol -------------------------------------------------------------------
     def checkpoint(self) -> Position | None:
@@ -148,38 +149,17 @@ class PostgresStore:
         return self._write(transactions, upto)
 
     def apply_part(self, part: Part, end: Position) -> Position | None:
-        # Parts are kept until the last one and applied with it in one transaction (a
-        # PostgreSQL transaction cannot stay open across this worker's other calls safely).
-        if part.number == 1:
-            self._stream = (end, 1, [])
-        stream = self._stream
-        if stream is None or stream[0] != end or stream[1] != part.number:
-            from .applier import StaleStream
-
-            raise StaleStream(f"part {part.number} of {end} does not continue the stream")
-        stream[2].extend(part.changes)
-        self._stream = (end, part.number + 1, stream[2])
-        if not part.last:
-            return None
-        self._stream = None
-        return self._write([Transaction(end, part.timestamp, tuple(stream[2]))], None)
+        # Held until the last part, then applied whole in one target transaction.
+        whole = self._parts.add(part, end)
+        return None if whole is None else self._write([whole], None)
 
     def abort_stream(self) -> None:
-        self._stream = None
+        self._parts.drop()
 
     def repair(
         self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
     ) -> Position:
-        base = self.checkpoint()
-        if reset or (base is None and seed):
-            new = snapshot
-        elif base is None:
-            raise ApplyError(
-                f"target has applied nothing of {self.origin} yet; a repair needs a checkpoint",
-                "wait until the target has caught up, then repair",
-            )
-        else:
-            new = snapshot if snapshot.key < base.key else base
+        new = repair_checkpoint(self.origin, self.checkpoint(), snapshot, seed, reset)
         self._write([transaction], None, force=new)
         return new
 
@@ -234,19 +214,10 @@ class PostgresStore:
         if not self._known:
             self.checkpoint()
         base = self._checkpoint
-        if transactions and not comparable(base, transactions[-1].position):
-            raise ApplyError(f"{self.origin}'s positions went back from GTIDs to binlog files")
-        last = -1 if base is None or force is not None else base.key
-        fresh = []
-        for tx in transactions:
-            if tx.position.key > last:
-                fresh.append(tx)
-                last = tx.position.key
-        new = force if force is not None else (fresh[-1].position if fresh else base)
-        if force is None and upto is not None and (new is None or upto.key > new.key):
-            new = upto
-        if new is None or (force is None and base is not None and new.key <= base.key):
+        planned = plan_group(self.origin, base, transactions, upto, force)
+        if planned is None:
             return base
+        fresh, new = planned
         conn = self._connection()
         doing = "applying a group"
         try:

@@ -33,9 +33,10 @@ import redis
 
 from ..errors import ApplyError, MissingTableError, UnreachableError
 from ..model import Change, Part, Transaction
-from ..position import Position, comparable
+from ..position import Position
 from ..tabledef import TableDef
 from .auditlog import _time
+from .store import HeldParts, plan_group, repair_checkpoint
 
 CHECKPOINT = "binlogsync:checkpoint"
 TABLES = "binlogsync:table:"
@@ -97,7 +98,7 @@ class RedisStore:
         self.tables: dict[str, TableDef] = {}
         self._checkpoint: Position | None = None
         self._known = False
-        self._stream: tuple[Position, int, list[Transaction]] | None = None
+        self._parts = HeldParts()
 
     # -- the store protocol -------------------------------------------------------------------
     def checkpoint(self) -> Position | None:
@@ -116,38 +117,17 @@ class RedisStore:
         return self._write(transactions, upto)
 
     def apply_part(self, part: Part, end: Position) -> Position | None:
-        if part.number == 1:
-            self.abort_stream()
-            self._stream = (end, 1, [])
-        stream = self._stream
-        if stream is None or stream[0] != end or stream[1] != part.number:
-            from .applier import StaleStream
-
-            raise StaleStream(f"part {part.number} of {end} does not continue the stream")
-        stream[2].append(Transaction(end, part.timestamp, part.changes))
-        self._stream = (end, part.number + 1, stream[2])
-        if not part.last:
-            return None
-        self._stream = None
-        changes = tuple(c for t in stream[2] for c in t.changes)
-        return self._write([Transaction(end, part.timestamp, changes)], None)
+        # Held until the last part, then applied whole in one target transaction.
+        whole = self._parts.add(part, end)
+        return None if whole is None else self._write([whole], None)
 
     def abort_stream(self) -> None:
-        self._stream = None
+        self._parts.drop()
 
     def repair(
         self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
     ) -> Position:
-        base = self.checkpoint()
-        if reset or (base is None and seed):
-            new = snapshot
-        elif base is None:
-            raise ApplyError(
-                f"target has applied nothing of {self.origin} yet; a repair needs a checkpoint",
-                "wait until the target has caught up, then repair",
-            )
-        else:
-            new = snapshot if snapshot.key < base.key else base
+        new = repair_checkpoint(self.origin, self.checkpoint(), snapshot, seed, reset)
         self._write([transaction], None, force=new)
         return new
 
@@ -176,19 +156,10 @@ class RedisStore:
         if not self._known:
             self.checkpoint()
         base = self._checkpoint
-        if transactions and not comparable(base, transactions[-1].position):
-            raise ApplyError(f"{self.origin}'s positions went back from GTIDs to binlog files")
-        last = -1 if base is None or force is not None else base.key
-        fresh = []
-        for tx in transactions:
-            if tx.position.key > last:
-                fresh.append(tx)
-                last = tx.position.key
-        new = force if force is not None else (fresh[-1].position if fresh else base)
-        if force is None and upto is not None and (new is None or upto.key > new.key):
-            new = upto
-        if new is None or (force is None and base is not None and new.key <= base.key):
+        planned = plan_group(self.origin, base, transactions, upto, force)
+        if planned is None:
             return base
+        fresh, new = planned
         changes = [c for tx in fresh for c in tx.changes]
 
         def run(pipe: redis.client.Pipeline) -> None:

@@ -3,6 +3,8 @@ per test, and waits that poll with a deadline."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 from binlogsync.devsite.localsite import LocalSite, wait_until
@@ -51,3 +53,13 @@ def wait_equal(s: LocalSite, db: str, tables: list[str], timeout: float = 60) ->
         for table in tables:
             problem = differences(s.origin, target, db, table)
             assert not problem, problem
+
+
+def seed(s: LocalSite, target: str) -> None:
+    """`binlogsync seed` of every routed table into `target`, as a user runs it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "binlogsync.cli", "seed", "--config", str(s.agents["hub"].config),
+         "--origin", "origin", "--target", target, "--source", s.origin.url, "--quiet"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr + s.logs()

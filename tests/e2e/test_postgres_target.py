@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import struct
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,7 @@ from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import origin_gtid
-from sitekit import create
+from sitekit import create, seed
 from typeskit import COLUMNS, INSERT, NAMES
 from typeskit import row as _row
 
@@ -93,13 +91,7 @@ def test_every_type_seeded_streamed_through_kill_9_equal_row_by_row(
                    target_sections={"pgt": section}) as s:  # fmt: skip
         s.start()
         s.wait_online()
-        seeded = subprocess.run(
-            [sys.executable, "-m", "binlogsync.cli", "seed", "--config",
-             str(s.agents["hub"].config), "--origin", "origin", "--target", "pgt",
-             "--source", origin.url, "--quiet"],
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert seeded.returncode == 0, seeded.stderr + s.logs()
+        seed(s, "pgt")
         writer = threading.Thread(target=_writes, args=(origin, dbname, 201, 400))
         writer.start()
         for _ in range(3):

@@ -4,8 +4,6 @@ afterwards every key equals the origin's row, and no key of a deleted or moved r
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -17,7 +15,7 @@ from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.redis_sandbox import RedisServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import origin_gtid
-from sitekit import create
+from sitekit import create, seed
 from typeskit import COLUMNS, INSERT
 from typeskit import row as _row
 
@@ -54,13 +52,7 @@ def test_seeded_then_streamed_through_kill_9_every_key_equal(
                            target_sections={"cache": section}) as s:  # fmt: skip
                 s.start()
                 s.wait_online()
-                seeded = subprocess.run(
-                    [sys.executable, "-m", "binlogsync.cli", "seed", "--config",
-                     str(s.agents["hub"].config), "--origin", "origin", "--target", "cache",
-                     "--source", origin.url, "--quiet"],
-                    capture_output=True, text=True, timeout=120,
-                )  # fmt: skip
-                assert seeded.returncode == 0, seeded.stderr + s.logs()
+                seed(s, "cache")
                 writer = threading.Thread(target=_write, args=(origin, dbname, 400))
                 writer.start()
                 for _ in range(3):
@@ -105,13 +97,7 @@ def test_every_type_is_stored_the_same_seeded_or_streamed(
                            target_sections={"cache": section}) as s:  # fmt: skip
                 s.start()
                 s.wait_online()
-                seeded = subprocess.run(
-                    [sys.executable, "-m", "binlogsync.cli", "seed", "--config",
-                     str(s.agents["hub"].config), "--origin", "origin", "--target", "cache",
-                     "--source", origin.url, "--quiet"],
-                    capture_output=True, text=True, timeout=120,
-                )  # fmt: skip
-                assert seeded.returncode == 0, seeded.stderr + s.logs()
+                seed(s, "cache")
                 with origin.connect(dbname) as conn, conn.cursor() as cur:
                     for i in range(1, 9):  # the same values under another key, streamed
                         cur.execute(INSERT, (1000 + i, *_row(i)[1:]))

@@ -65,51 +65,60 @@ def snapshot(
     """Open a consistent snapshot on the source; the binlog position it is pinned to (UNPINNED
     when the server has none and `required` is False, as for `--pin none` everywhere).
 
-    On MariaDB the position is a GTID state, and one that names nothing the snapshot misses.
-    MariaDB's own answer can: when a group commit's write rotates the binlog, the new file's
-    opening sets the snapshot commit point (binlog_snapshot_file/position) to the file's start
+    On MariaDB the position is a GTID state, and one that names nothing the snapshot lacks.
+    MariaDB's own answer can: when a group commit's write rotates the binlog, opening the new
+    file sets the snapshot commit point (binlog_snapshot_file/position) to the file's start
     before that group is committed in InnoDB, so a snapshot opened in between lacks the group
     that BINLOG_GTID_POS says it holds (measured: 33 of 3,000 snapshots under 6 writers with a
-    64 KiB max_binlog_size). A state with no transaction of the snapshot's file in it is
-    therefore replaced by the state at the previous file's start (`_settled`): lower, so a
-    repair's replay starts early and converges all the same.
+    64 KiB max_binlog_size). A commit point past a file's start was set by a group commit, in
+    commit order, and is exact. One at a file's start (no transaction of the file in the state)
+    is taken again until a commit moves it or `_SETTLE` seconds have passed since it was first
+    seen: the group that rotated commits right after the file opens, in the same thread.
 
     `lower_bound` (seeds, which open a snapshot per chunk): the GTID state read just before the
     snapshot opens, when every transaction in it is shown to be in the snapshot, instead of the
     state computed for the snapshot's binlog offset, which costs a binlog scan (BINLOG_GTID_POS
     reads the file up to the offset, on every call). A state read early is not enough by
     itself: a transaction enters @@gtid_binlog_pos when it is written to the binlog, before its
-    InnoDB commit, so a snapshot opened in between misses it, and a replay after the state
+    InnoDB commit, so a snapshot opened in between lacks it, and a replay after the state
     skipped it for good (a deleted row came back). So the binlog's end is read after the state,
-    and the state is used when the snapshot's commit point has reached that end and the state
-    holds a transaction of the snapshot's file (so the commit point is a group commit's, not a
-    file opening's); otherwise (a few tries, or no BINLOG MONITOR grant for SHOW MASTER STATUS)
-    the exact state is computed."""
-    if lower_bound and "mariadb" in str(getattr(conn, "server_version", "")).lower():
+    and the state is used when the snapshot's commit point has reached that end (and is settled,
+    as above); otherwise (a few tries, or no BINLOG MONITOR grant for SHOW MASTER STATUS) the
+    exact state is computed."""
+    mariadb = "mariadb" in str(getattr(conn, "server_version", "")).lower()
+    if lower_bound and mariadb:
         found = _lower_bound_snapshot(conn)
         if found is not None:
             return found
-    with conn.cursor() as cur:
-        file, offset = _open_snapshot(cur)
-        if not file and not required:
-            return UNPINNED
-        if not file:
+    while True:
+        with conn.cursor() as cur:
+            file, offset = _open_snapshot(cur)
+            if not file and not required:
+                return UNPINNED
+            if not file:
+                cur.execute("ROLLBACK")
+                raise _no_snapshot_position()
+            gtid = None
+            mariadb = _is_mariadb(cur)
+            if with_gtid or mariadb:
+                gtid = _state_at(cur, file, offset)
+            if not mariadb or gtid is None:
+                return Position(file, offset, gtid)
+            if _settled(conn, cur, file, gtid):
+                return Position.of_state(gtid, file, offset)
             cur.execute("ROLLBACK")
-            raise _no_snapshot_position()
-        gtid = None
-        mariadb = _is_mariadb(cur)
-        if with_gtid or mariadb:
-            gtid = _state_at(cur, file, offset)
-            if mariadb and gtid is not None:
-                gtid = _settled(cur, file, gtid)
-    if mariadb and gtid is not None:  # a GTID position, as binlogsync's checkpoints are
-        return Position.of_state(str(gtid), str(file), int(offset))
-    return Position(str(file), int(offset), gtid)
+        time.sleep(_SETTLE_POLL)  # no event to wait on: the commit point is polled
 
 
 # Snapshots opened before the exact state is computed instead (each try is a few round trips;
 # under 16 busy writers one in a hundred needed a second one).
 _LOWER_BOUND_TRIES = 5
+# How long a commit point at a binlog file's start is taken again before it is believed, and
+# how often (module doc of `snapshot`). Paid once per rotation: settled points are remembered.
+_SETTLE = 0.5
+_SETTLE_POLL = 0.02
+_settling: dict[tuple[str, str, str], float] = {}  # (server, file, state) → first seen
+_SETTLED_KEEP = 64
 
 
 def _open_snapshot(cur: Any) -> tuple[str, int]:
@@ -126,8 +135,9 @@ def _open_snapshot(cur: Any) -> tuple[str, int]:
 def _lower_bound_snapshot(conn: Any) -> Position | None:
     """A snapshot and the GTID state read before it, when all of that state is in it; None
     (and no transaction open) when that cannot be shown."""
-    with conn.cursor() as cur:
-        for attempt in range(_LOWER_BOUND_TRIES):
+    tries = 0
+    while tries < _LOWER_BOUND_TRIES:
+        with conn.cursor() as cur:
             cur.execute("SELECT @@gtid_binlog_pos")
             before = str(cur.fetchone()[0] or "")
             try:
@@ -139,13 +149,14 @@ def _lower_bound_snapshot(conn: Any) -> Position | None:
                 return None
             logged_to = _binlog_order(str(row[0]), int(row[1]))
             file, offset = _open_snapshot(cur)
-            if file and _binlog_order(file, offset) >= logged_to:
-                start = _state_at(cur, file, 4)
-                if start is not None and _beyond(before, start):
-                    return Position.of_state(before, file, offset)
-                if attempt == _LOWER_BOUND_TRIES - 1:  # a quiet origin since a rotation
-                    return Position.of_state(_settled(cur, file, before), file, offset)
+            reached = bool(file) and _binlog_order(file, offset) >= logged_to
+            if reached and _settled(conn, cur, file, before):
+                return Position.of_state(before, file, offset)
             cur.execute("ROLLBACK")
+        if reached:
+            time.sleep(_SETTLE_POLL)  # a file's start, settling: no event to wait on
+        else:
+            tries += 1
     return None
 
 
@@ -156,27 +167,29 @@ def _state_at(cur: Any, file: str, offset: int) -> str | None:
     return None if value is None else str(value)
 
 
+def _settled(conn: Any, cur: Any, file: str, state: str) -> bool:
+    """Whether a snapshot whose commit point is in `file`, and which holds every transaction of
+    `state` that was committed, holds all of them: yes when `state` has a transaction of
+    `file` (the commit point is a group commit's), or when it has been the same file-start
+    point for `_SETTLE` seconds."""
+    start = _state_at(cur, file, 4)
+    if start is None or _beyond(state, start):
+        return True
+    number = file.rpartition(".")[2]
+    if not number.isdigit() or int(number) <= 1:
+        return True  # the server's first file: no rotation, so nothing waits to commit
+    key = (f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}", file, state)
+    now = time.monotonic()
+    first = _settling.setdefault(key, now)
+    if len(_settling) > _SETTLED_KEEP:
+        del _settling[next(iter(_settling))]
+    return now - first >= _SETTLE
+
+
 def _beyond(state: str, start: str) -> bool:
     """Whether `state` holds a transaction that `start` (an earlier state) does not."""
     earlier = parse_state(start)
     return any(seq > earlier.get(d, (0, -1))[1] for d, (_s, seq) in parse_state(state).items())
-
-
-def _settled(cur: Any, file: str, state: str) -> str:
-    """`state`, unless it holds no transaction of `file` (the snapshot's commit point may be
-    the file's opening, ahead of the group that rotated into it): then the state at the
-    previous file's start, or `state` when there is none (the first file, or purged)."""
-    start = _state_at(cur, file, 4)
-    if start is None or _beyond(state, start):
-        return state
-    number = file.rpartition(".")[2]
-    if not number.isdigit() or int(number) <= 1:
-        return state
-    previous = f"{file[: -len(number)]}{int(number) - 1:0{len(number)}d}"
-    earlier = _state_at(cur, previous, 4)
-    if earlier is None:
-        return state
-    return earlier if _beyond(state, earlier) else state
 
 
 def _binlog_order(file: str, offset: int) -> tuple[int, int]:

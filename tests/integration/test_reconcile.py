@@ -87,13 +87,15 @@ def test_equal_tables_report_equal(
     assert table.chunks > 1
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["exit_code"] == 0 and summary["tables"][0]["status"] == "equal"
+    assert summary["options"]["hash"] == "crc"  # auto: every server here has CRC32C
     assert parquet_rows(spark, tmp_path) == []
 
 
+@pytest.mark.parametrize("hash", ["crc", "sha1"])
 def test_every_kind_of_difference_is_found_exactly(
-    spark: Any, origin: Server, target: Server, damaged: str, tmp_path: Path
+    spark: Any, origin: Server, target: Server, damaged: str, tmp_path: Path, hash: str
 ) -> None:
-    report = reconcile(spark, origin, [target], [f"{damaged}.t"], out=tmp_path)
+    report = reconcile(spark, origin, [target], [f"{damaged}.t"], out=tmp_path, hash=hash)
     assert report.exit_code == 1, report.render()
     assert found(report) == EXPECTED
     table = report.tables[0]
@@ -109,6 +111,7 @@ def test_every_kind_of_difference_is_found_exactly(
     assert json.loads(rows[600]["target_values"]) == {"name": "name-601"}
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["tables"][0]["changed"] == 16 and summary["exit_code"] == 1
+    assert summary["options"]["hash"] == hash
     text = report.render()
     assert "DIFFERENT" in text and "id=600" in text
 

@@ -21,13 +21,23 @@ CONCAT_WS skips NULL arguments; the trailing flags say which columns were NULL, 
 differ and a NULL cannot shift the fields either. Number and temporal text never contains ','.
 The encoding is therefore injective: two rows encode alike only if every column is alike.
 
-Per-row hash: the first 64 bits of SHA-1 of the encoding, as an unsigned integer:
-`CAST(CONV(SUBSTRING(SHA1(enc), 1, 16), 16, 10) AS UNSIGNED)`. (SHA-1 because MariaDB computes
-it ~4x faster than MD5 here; it is not used for security.) A chunk's checksum is
-`COUNT(*), SUM(hash)`: SUM of BIGINT UNSIGNED is an exact DECIMAL, so nothing wraps or rounds.
-Unlike pt-table-checksum's `BIT_XOR(CRC32(…))`, a sum of a non-linear hash does not cancel when
-two rows swap values (CRC32 is linear over XOR, so XOR-folding cannot see such swaps), and two
-equal rows do not cancel each other.
+Per-row hash, one of two (`--hash`; `auto` takes `crc` when every server has CRC32C, which
+MariaDB has from 10.8, and `sha1` otherwise):
+
+    crc    a·b + a + b with a = CRC32(enc) and b = CRC32C(enc): two CRCs of different
+           polynomials, mixed by a product so the hash is not linear. The encoding is built
+           once per row (a user variable holds it for the second CRC): building it costs more
+           than either CRC, and computing it twice made two CRCs as slow as SHA-1. The value
+           is below 2**64 ((a+1)(b+1) - 1), so BIGINT UNSIGNED holds it without overflow.
+    sha1   the first 64 bits of SHA-1 of the encoding, as an unsigned integer:
+           `CAST(CONV(SUBSTRING(SHA1(enc), 1, 16), 16, 10) AS UNSIGNED)`.
+
+A chunk's checksum is `COUNT(*), SUM(hash)`: SUM of BIGINT UNSIGNED is an exact DECIMAL, so
+nothing wraps or rounds. Unlike pt-table-checksum's `BIT_XOR(CRC32(…))`, a sum of a
+non-linear hash does not cancel when two rows swap values (a CRC is linear over XOR, so
+XOR-folding CRCs cannot see such swaps, nor can the plain pair a·2**32 + b in about 2**-32 of
+swaps), and two equal rows do not cancel each other. The chance that a differing chunk still
+matches is in docs/reconcile.md.
 
 JSON: with `json="text"` (the default) a JSON column is compared as the text the server returns,
 so '{"a":1,"b":2}' and '{"b":2,"a":1}' differ — on MariaDB, where JSON is text, that is what an
@@ -44,10 +54,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pymysql
+
 from ..apply.statements import ident, qualified
 from .schema import TablePair
 
 JSON_MODES = ("text", "value")
+HASHES = ("crc", "sha1")
+HASH_CHOICES = ("auto", *HASHES)
+_ROW = "@binlogsync_row"  # the session variable that holds a row's encoding for its second CRC
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +73,23 @@ class Encoding:
     kinds: tuple[str, ...]
     nullable: tuple[str, ...]  # columns with a NULL flag, in column order
     json: tuple[str, ...] = ()  # JSON columns normalised (json="value")
+    hash: str = "sha1"  # the per-row hash (HASHES)
 
     @classmethod
-    def of(cls, pairs: Sequence[TablePair], json: str = "text") -> Encoding:
+    def of(cls, pairs: Sequence[TablePair], json: str = "text", hash: str = "sha1") -> Encoding:
         """The encoding of one source table against all its targets (a column gets a NULL flag
         when it may be NULL on any side, so one source checksum serves every target)."""
         if json not in JSON_MODES:
             raise ValueError(f"json mode must be one of {JSON_MODES}, not {json!r}")
+        if hash not in HASHES:
+            raise ValueError(f"hash must be one of {HASHES}, not {hash!r}")
         pair = pairs[0]
         kinds = tuple(pair.source.column(c).kind for c in pair.columns)
         nullable = tuple(c for c in pair.columns if any(c in p.nullable for p in pairs))
         normalised = (
             tuple(c for c in pair.columns if pair.source.column(c).json) if json == "value" else ()
         )
-        return cls(pair.columns, kinds, nullable, normalised)
+        return cls(pair.columns, kinds, nullable, normalised, hash)
 
     def _value(self, name: str) -> str:
         col = ident(name)
@@ -97,7 +115,7 @@ class Encoding:
         return "CONCAT_WS(',', " + ", ".join(parts) + ")"
 
     def row_hash(self) -> str:
-        return hash64(self.row())
+        return hash64(self.row(), self.hash)
 
     @property
     def floats(self) -> tuple[str, ...]:
@@ -112,8 +130,23 @@ class Encoding:
         return out
 
 
-def hash64(expression: str) -> str:
+def hash64(expression: str, hash: str = "sha1") -> str:
+    """The per-row hash of an encoding (module doc). For `crc` the operands of `*` and `+` are
+    evaluated left to right, so the variable is set before it is read; a test holds MariaDB to
+    that (tests/integration/test_reconcile_hash.py)."""
+    if hash == "crc":
+        return f"(CRC32({_ROW} := {expression}) * CRC32C({_ROW}) + CRC32({_ROW}) + CRC32C({_ROW}))"
     return f"CAST(CONV(SUBSTRING(SHA1({expression}), 1, 16), 16, 10) AS UNSIGNED)"
+
+
+def crc_available(cur: Any) -> bool:
+    """Whether this server has what the `crc` hash needs (CRC32C: MariaDB 10.8 and later)."""
+    try:
+        cur.execute("SELECT CRC32C('')")
+        cur.fetchall()
+    except pymysql.err.MySQLError:  # FUNCTION does not exist
+        return False
+    return True
 
 
 Bound = tuple[Any, ...]  # a key prefix: values of the first len(bound) key columns

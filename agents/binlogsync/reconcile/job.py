@@ -35,7 +35,7 @@ from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, ConfigError
 from . import chunks as chunking
 from . import pinning, schema
-from .checksums import Encoding
+from .checksums import HASH_CHOICES, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
 from .pinning import Pin
@@ -59,6 +59,7 @@ class Options:
     renames: Mapping[str, str] = field(default_factory=dict)  # source schema -> target schema
     pin: str = "auto"
     json: str = "text"
+    hash: str = "auto"  # checksums.HASH_CHOICES
     common_columns: bool = False
     chunk_rows: int = 100_000
     max_task_rows: int = 50_000
@@ -89,6 +90,8 @@ class Options:
         ):
             if value < 1:
                 raise ConfigError(f"--{key.replace('_', '-')} must be at least 1, got {value}")
+        if self.hash not in HASH_CHOICES:
+            raise ConfigError(f"--hash must be one of {', '.join(HASH_CHOICES)}, not {self.hash}")
         if self.max_rounds < self.confirm:
             raise ConfigError("--max-rounds must be at least --confirm")
         if self.repair not in (None, "hub", "sql"):
@@ -224,10 +227,14 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
                 targets[i] = conn
             except BinlogsyncError as exc:
                 report.target_error(i, str(exc))
+        servers = {"source": source} | {
+            f"target {options.target_label(t)}": conn for t, conn in targets.items()
+        }
+        report.hash = _choose_hash(options.hash, servers)
         states = [_TableState(i, name) for i, name in enumerate(options.tables)]
         with source.cursor() as src:
             for state in states:
-                _describe(options, state, src, targets)
+                _describe(options, state, src, targets, report.hash)
         if any(p.mode != "none" for p in pins.values()):
             pinning.snapshot(source)  # fail early when the source cannot give a position
             pinning.end(source)
@@ -284,7 +291,26 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
     return states, ctx
 
 
-def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[int, Any]) -> None:
+def _choose_hash(requested: str, servers: Mapping[str, Any]) -> str:
+    """The per-row hash: `requested`, or for auto `crc` when every server has it."""
+    if requested == "sha1":
+        return requested
+    for label, conn in servers.items():
+        with conn.cursor() as cur:
+            if crc_available(cur):
+                continue
+        if requested == "auto":
+            return "sha1"
+        raise ConfigError(
+            f"--hash crc needs CRC32C (MariaDB 10.8 or later), which the {label} lacks",
+            "use --hash auto (it takes sha1 there) or --hash sha1",
+        )
+    return "crc"
+
+
+def _describe(
+    options: Options, state: _TableState, src: Any, targets: Mapping[int, Any], hash: str
+) -> None:
     schema_name, table_name = state.name.split(".")
     try:
         schema.check_name(schema_name, table_name)
@@ -352,7 +378,7 @@ def _describe(options: Options, state: _TableState, src: Any, targets: Mapping[i
         ),
         pairs[0].key,
         pairs[0].columns,
-        Encoding.of(pairs, options.json),
+        Encoding.of(pairs, options.json, hash),
         chunking.first_key_is_integer(pairs[0]),
     )
 

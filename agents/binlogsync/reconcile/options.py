@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import BinlogsyncError, ConfigError
-from .checksums import JSON_MODES
+from .checksums import HASH_CHOICES, JSON_MODES
 from .pinning import PIN_MODES
 from .urls import parse_url
 
@@ -57,6 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pin", default="auto", choices=PIN_MODES, help="how targets are pinned")
     p.add_argument(
         "--json", default="text", choices=JSON_MODES, help="JSON compared as text or value"
+    )
+    p.add_argument(
+        "--hash",
+        default="auto",
+        choices=HASH_CHOICES,
+        help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1; auto: crc where every server "
+        "has it",
     )
     p.add_argument("--common-columns", action="store_true", help="compare only shared columns")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per checksum chunk")
@@ -110,6 +117,7 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
         renames=dict(_pairs(args.rename, "--rename")),
         pin=args.pin,
         json=args.json,
+        hash=args.hash,
         common_columns=args.common_columns,
         chunk_rows=args.chunk_rows,
         max_task_rows=args.max_task_rows,

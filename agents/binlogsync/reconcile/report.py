@@ -158,6 +158,7 @@ class Report:
         self.started_at = dt.datetime.now(dt.UTC)
         self.finished: float | None = None
         self.spark: dict[str, Any] = {}
+        self.hash = ""  # the per-row hash the run used (checksums.HASHES)
         self.tables: list[TableReport] = []
         self.errors: list[str] = []  # errors not tied to one table
         self.stages: list[dict[str, Any]] = []
@@ -287,6 +288,7 @@ class Report:
             "options": {
                 "pin": self.options.pin,
                 "json": self.options.json,
+                "hash": self.hash,
                 "chunk_rows": self.options.chunk_rows,
                 "max_task_rows": self.options.max_task_rows,
                 "confirm": self.options.confirm,
@@ -381,7 +383,7 @@ class Report:
         lines.append(
             f"reconcile: source {o.source}, {len(o.targets)} target(s), {len(o.tables)} table(s): "
             f"{rows:,} source rows in {wall:.1f} s ({work:.1f} s without Spark's start-up), "
-            f"{rows / wall if wall else 0:,.0f} rows/s"
+            f"{rows / wall if wall else 0:,.0f} rows/s; row hash {self.hash or '-'}"
         )
         for r in self.tables:
             head = f"{r.table} → {r.target}"

@@ -1,6 +1,7 @@
 """Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
+        [--hashes sha1,crc]
 
 For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
 the same N-row table (loaded on each side without the binlog, so the replica does not replay
@@ -12,7 +13,8 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                         the replica, and flags differing chunks (it names no row)
     reconcile           `binlogsync reconcile` as a user runs it (a new process, Spark start-up
                         included; local[*]), source against the replica (pinned by GTID), every
-                        differing row named; also its time without Spark's start-up
+                        differing row named; also its time without Spark's start-up; once
+                        per row hash of --hashes (sha1, the hash before, and crc)
 
 Medians of `--runs` runs, rows/s, the ratio, whether every injected difference was found, and
 the peak memory (RSS) of each tool's processes. Needs percona-toolkit (apt-get install
@@ -164,7 +166,7 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
 
 
 def reconcile(
-    source: Server, replica: Server, out: Path
+    source: Server, replica: Server, out: Path, hash: str
 ) -> tuple[float, float, dict[Any, str], int, str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     seconds, text, code, rss = timed(
@@ -178,6 +180,7 @@ def reconcile(
             "--tables=bench.t",
             f"--out={out}",
             "--show=50",
+            f"--hash={hash}",
         ],
         env,
     )
@@ -218,7 +221,7 @@ def machine() -> dict[str, str]:
     }
 
 
-def bench_size(box: Sandbox, n: int, runs: int, work: Path) -> dict[str, Any]:
+def bench_size(box: Sandbox, n: int, runs: int, work: Path, hashes: list[str]) -> dict[str, Any]:
     pool = "--innodb-buffer-pool-size=" + ("3G" if n > 2_000_000 else "512M")
     source = box.start(f"source{n}", 1, pool)
     replica = box.start(f"replica{n}", 2, pool)
@@ -238,44 +241,58 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path) -> dict[str, Any]:
     # Warm both buffer pools the same way for both tools.
     for s in (source, replica):
         sql(s, "SELECT COUNT(*), SUM(LENGTH(payload)) FROM t", db="bench")
-    pt_times, ours, ours_work, pt_rss, our_rss, pt_diffs, found_all = [], [], [], [], [], [], []
+    pt_times, pt_rss, pt_diffs = [], [], []
+    ours: dict[str, dict[str, list[Any]]] = {
+        h: {"wall": [], "work": [], "rss": [], "found": []} for h in hashes
+    }
     for run in range(runs):
         seconds, diffs, rss, text = pt_checksum(source)
         pt_times.append(seconds)
         pt_rss.append(rss)
         pt_diffs.append(diffs)
-        wall, work_s, named, rss2, text2 = reconcile(source, replica, work / f"out-{n}-{run}")
-        ours.append(wall)
-        ours_work.append(work_s)
-        our_rss.append(rss2)
-        hit = {k: v for k, v in named.items()}
-        found_all.append(hit == {tuple(k): v for k, v in injected.items()})
-        if not found_all[-1]:
-            print(f"  run {run}: reconcile named {hit}, injected {injected}\n{text2}", flush=True)
-        print(
-            f"  run {run + 1}: pt-table-checksum {seconds:.2f} s ({diffs} differing chunks); "
-            f"reconcile {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
-            f"all {len(injected)} rows named: {found_all[-1]}",
-            flush=True,
-        )
+        line = f"  run {run + 1}: pt-table-checksum {seconds:.2f} s ({diffs} differing chunks)"
+        for h in hashes:
+            wall, work_s, named, rss2, text2 = reconcile(
+                source, replica, work / f"out-{n}-{run}-{h}", h
+            )
+            mine = ours[h]
+            mine["wall"].append(wall)
+            mine["work"].append(work_s)
+            mine["rss"].append(rss2)
+            found = named == {tuple(k): v for k, v in injected.items()}
+            mine["found"].append(found)
+            if not found:
+                print(f"  run {run}, {h}: reconcile named {named}, injected {injected}\n{text2}")
+            line += (
+                f"; reconcile --hash {h} {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
+                f"all {len(injected)} rows named: {found}"
+            )
+        print(line, flush=True)
     box.stop(source.name)
     box.stop(replica.name)
     med = statistics.median
+    pt = med(pt_times)
     return {
         "rows": n,
-        "pt_seconds": med(pt_times),
+        "pt_seconds": pt,
         "pt_differing_chunks": pt_diffs[-1],
-        "reconcile_seconds": med(ours),
-        "reconcile_seconds_without_spark_startup": med(ours_work),
-        "ratio": med(ours) / med(pt_times),
-        "ratio_without_startup": med(ours_work) / med(pt_times),
-        "reconcile_rows_per_s": n / med(ours),
-        "pt_rows_per_s": n / med(pt_times),
-        "all_found": all(found_all),
+        "pt_rows_per_s": n / pt,
         "pt_peak_rss_mb": max(pt_rss) / 2**20,
-        "reconcile_peak_rss_mb": max(our_rss) / 2**20,
         "runs": runs,
-        "raw": {"pt": pt_times, "reconcile": ours, "reconcile_work": ours_work},
+        "reconcile": {
+            h: {
+                "seconds": med(m["wall"]),
+                "seconds_without_spark_startup": med(m["work"]),
+                "ratio": med(m["wall"]) / pt,
+                "ratio_without_startup": med(m["work"]) / pt,
+                "rows_per_s": n / med(m["wall"]),
+                "all_found": all(m["found"]),
+                "peak_rss_mb": max(m["rss"]) / 2**20,
+                "raw": {"wall": m["wall"], "work": m["work"]},
+            }
+            for h, m in ours.items()
+        },
+        "raw_pt": pt_times,
     }
 
 
@@ -283,19 +300,21 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
     lines = [
         "machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
         "",
-        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows) | ratio | reconcile without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
-        "|---:|---:|---:|---:|---:|---:|:---:|---:|",
+        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows), row hash | time | ratio | without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
+        "|---:|---:|:---|---:|---:|---:|---:|:---:|---:|",
     ]
     for r in results:
-        lines.append(
-            f"| {r['rows']:,} | {r['pt_seconds']:.2f} s ({r['pt_rows_per_s']:,.0f} rows/s) "
-            f"| {r['reconcile_seconds']:.2f} s ({r['reconcile_rows_per_s']:,.0f} rows/s) "
-            f"| {r['ratio']:.2f} | {r['reconcile_seconds_without_spark_startup']:.2f} s "
-            f"| {r['ratio_without_startup']:.2f} | {'yes' if r['all_found'] else 'NO'} "
-            f"| {r['pt_peak_rss_mb']:.0f} MB / {r['reconcile_peak_rss_mb']:.0f} MB |"
-        )
+        for h, m in r["reconcile"].items():
+            lines.append(
+                f"| {r['rows']:,} | {r['pt_seconds']:.2f} s ({r['pt_rows_per_s']:,.0f} rows/s) "
+                f"| {h} | {m['seconds']:.2f} s ({m['rows_per_s']:,.0f} rows/s) "
+                f"| {m['ratio']:.2f} | {m['seconds_without_spark_startup']:.2f} s "
+                f"| {m['ratio_without_startup']:.2f} | {'yes' if m['all_found'] else 'NO'} "
+                f"| {r['pt_peak_rss_mb']:.0f} MB / {m['peak_rss_mb']:.0f} MB |"
+            )
     lines.append(
-        f"\nmedians of {results[0]['runs'] if results else 0} runs each; ratio = reconcile / pt-table-checksum"
+        f"\nmedians of {results[0]['runs'] if results else 0} runs each; "
+        "ratio = reconcile / pt-table-checksum"
     )
     return "\n".join(lines)
 
@@ -306,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument(
+        "--hashes", default="sha1,crc", help="reconcile's row hashes to run (--hash), in order"
+    )
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     info = machine()
@@ -313,12 +335,12 @@ def main(argv: list[str] | None = None) -> int:
     with Sandbox(root / "sandbox") as box:
         for n in (int(s) for s in args.sizes.split(",")):
             print(f"{n:,} rows:", flush=True)
-            results.append(bench_size(box, n, args.runs, root))
+            results.append(bench_size(box, n, args.runs, root, args.hashes.split(",")))
     text = render(results, info)
     print("\n" + text)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=2))
-    return 0 if all(r["all_found"] for r in results) else 1
+    return 0 if all(m["all_found"] for r in results for m in r["reconcile"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """The reconciliation job: plan on the driver, checksum and compare in Spark, report, repair.
+(Small local runs use inprocess.py instead of Spark: the same stages on threads.)
 
     1. plan (driver)      describe every table on the source and each target; refuse what
                           cannot be compared (missing table, no primary key, differing columns)
@@ -31,6 +32,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pymysql
+
 from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, ConfigError
 from . import chunks as chunking
@@ -38,6 +41,7 @@ from . import pinning, schema
 from .checksums import HASH_CHOICES, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
+from .inprocess import InProcess
 from .pinning import Pin
 from .report import Report, TableReport
 from .tasks import ChunkResult, Context, RowResult, TableSpec, TargetSpec, TaskError
@@ -211,6 +215,32 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
         if options.out is not None:
             report.write_summary(options.out)
     return report.finish()  # report.release() drops the persisted rows
+
+
+def estimated_rows(options: Options) -> int | None:
+    """The source tables' rows by the server's estimate (information_schema); None when the
+    source cannot say (the run itself then reports why)."""
+    try:
+        conn = connect(options.source, "source")
+    except BinlogsyncError:
+        return None
+    try:
+        with conn.cursor() as cur:
+            total = 0
+            for name in options.tables:
+                schema_name, _dot, table_name = name.partition(".")
+                cur.execute(
+                    "SELECT TABLE_ROWS FROM information_schema.TABLES "
+                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                    (schema_name, table_name),
+                )
+                row = cur.fetchone()
+                total += int(row[0] or 0) if row else 0
+            return total
+    except pymysql.err.MySQLError:
+        return None
+    finally:
+        close(conn)
 
 
 # -- 1. plan -----------------------------------------------------------------------------------
@@ -432,8 +462,6 @@ def _differing(results: list[ChunkResult]) -> list[tuple[Chunk, int, int, int]]:
 def _rows_stage(
     sc: Any, ctx: Context, leaves: list[tuple[Chunk, int, int, int]], n: int, report: Report
 ) -> Any:
-    from pyspark import StorageLevel
-
     from .tasks import rows_partition
 
     if not leaves:
@@ -443,7 +471,12 @@ def _rows_stage(
     rdd = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda part: rows_partition(ctx, [x for g in part for x in g])
     )
-    rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
+    if isinstance(sc, InProcess):
+        rdd = rdd.persist()
+    else:
+        from pyspark import StorageLevel
+
+        rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
     show = report.options.show
     summaries = rdd.map(lambda r: r if isinstance(r, TaskError) else r.summary(show)).collect()
     report.stage("rows", time.monotonic() - started, len(leaves))

@@ -19,6 +19,10 @@ from .urls import parse_url
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
+ENGINES = ("auto", "spark", "in-process")
+# Up to here a local run is as fast in-process as with Spark's workers, without Spark's 7–9 s
+# start (measured: docs/reconcile.md, Benchmark).
+IN_PROCESS_ROWS = 2_000_000
 LOCAL_SUBMIT_ARGS = "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
 
 
@@ -86,6 +90,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="more differing rows than this are not repaired (reseed the target instead)",
     )
     p.add_argument("--show", type=int, default=20, help="differing keys listed per table")
+    p.add_argument(
+        "--engine",
+        default="auto",
+        choices=ENGINES,
+        help="where the stages run: spark, or in-process (threads, no JVM); auto: in-process "
+        "for a local run of at most --in-process-rows source rows",
+    )
+    p.add_argument(
+        "--in-process-rows",
+        type=int,
+        default=IN_PROCESS_ROWS,
+        help="auto runs in-process up to this many source rows (the server's estimate)",
+    )
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration"
@@ -138,6 +155,13 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
     started = time.monotonic()
     options = options_from(args, env)
     conf = _pairs(args.conf, "--conf")
+    if choose_engine(args, options, env) == "in-process":
+        from .inprocess import InProcess
+
+        report = run(options, InProcess(args.connections or min(os.cpu_count() or 1, 8)), started)  # type: ignore[arg-type]
+        report.release()
+        print(report.render(), flush=True)
+        return report.exit_code
     # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise, which
     # may lack binlogsync; in local mode this interpreter is the right one.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -155,6 +179,19 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
         spark.stop()
     print(report.render(), flush=True)
     return report.exit_code
+
+
+def choose_engine(args: argparse.Namespace, options: object, env: Mapping[str, str]) -> str:
+    """spark or in-process: as asked; for auto, in-process when the run is local (no cluster
+    master, not under spark-submit) and the source tables are small."""
+    if args.engine != "auto":
+        return str(args.engine)
+    if (args.master and not args.master.startswith("local")) or "PYSPARK_GATEWAY_PORT" in env:
+        return "spark"
+    from .job import estimated_rows
+
+    rows = estimated_rows(options)  # type: ignore[arg-type]
+    return "in-process" if rows is None or rows <= args.in_process_rows else "spark"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
-        [--hashes sha1,crc]
+        [--variants sha1/spark,crc/spark,crc/auto]
 
 For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
 the same N-row table (loaded on each side without the binlog, so the replica does not replay
@@ -14,7 +14,9 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
     reconcile           `binlogsync reconcile` as a user runs it (a new process, Spark start-up
                         included; local[*]), source against the replica (pinned by GTID), every
                         differing row named; also its time without Spark's start-up; once
-                        per row hash of --hashes (sha1, the hash before, and crc)
+                        per --variants HASH/ENGINE: sha1 (the hash before) and crc, in Spark,
+                        and auto (in-process up to --in-process-rows, where Spark's start
+                        is not paid)
 
 Medians of `--runs` runs, rows/s, the ratio, whether every injected difference was found, and
 the peak memory (RSS) of each tool's processes. Needs percona-toolkit (apt-get install
@@ -39,6 +41,7 @@ from typing import Any
 import pymysql
 
 from binlogsync.devsite.sandbox import Sandbox, Server
+from binlogsync.reconcile.options import IN_PROCESS_ROWS
 
 TABLE = """CREATE TABLE t (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -166,8 +169,9 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
 
 
 def reconcile(
-    source: Server, replica: Server, out: Path, hash: str
+    source: Server, replica: Server, out: Path, variant: str
 ) -> tuple[float, float, dict[Any, str], int, str]:
+    hash, engine = variant.split("/")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     seconds, text, code, rss = timed(
         [
@@ -181,6 +185,7 @@ def reconcile(
             f"--out={out}",
             "--show=50",
             f"--hash={hash}",
+            f"--engine={engine}",
         ],
         env,
     )
@@ -221,7 +226,7 @@ def machine() -> dict[str, str]:
     }
 
 
-def bench_size(box: Sandbox, n: int, runs: int, work: Path, hashes: list[str]) -> dict[str, Any]:
+def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str]) -> dict[str, Any]:
     pool = "--innodb-buffer-pool-size=" + ("3G" if n > 2_000_000 else "512M")
     source = box.start(f"source{n}", 1, pool)
     replica = box.start(f"replica{n}", 2, pool)
@@ -242,6 +247,8 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, hashes: list[str]) -
     for s in (source, replica):
         sql(s, "SELECT COUNT(*), SUM(LENGTH(payload)) FROM t", db="bench")
     pt_times, pt_rss, pt_diffs = [], [], []
+    # auto runs Spark above IN_PROCESS_ROWS: the same as hash/spark, so not run twice.
+    hashes = [v for v in variants if not (v.endswith("/auto") and n > IN_PROCESS_ROWS)]
     ours: dict[str, dict[str, list[Any]]] = {
         h: {"wall": [], "work": [], "rss": [], "found": []} for h in hashes
     }
@@ -264,7 +271,7 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, hashes: list[str]) -
             if not found:
                 print(f"  run {run}, {h}: reconcile named {named}, injected {injected}\n{text2}")
             line += (
-                f"; reconcile --hash {h} {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
+                f"; reconcile {h} {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
                 f"all {len(injected)} rows named: {found}"
             )
         print(line, flush=True)
@@ -300,7 +307,7 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
     lines = [
         "machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
         "",
-        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows), row hash | time | ratio | without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
+        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows): hash/engine | time | ratio | without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
         "|---:|---:|:---|---:|---:|---:|---:|:---:|---:|",
     ]
     for r in results:
@@ -326,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument(
-        "--hashes", default="sha1,crc", help="reconcile's row hashes to run (--hash), in order"
+        "--variants",
+        default="sha1/spark,crc/spark,crc/auto",
+        help="reconcile runs as HASH/ENGINE (--hash, --engine), in order",
     )
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
@@ -335,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     with Sandbox(root / "sandbox") as box:
         for n in (int(s) for s in args.sizes.split(",")):
             print(f"{n:,} rows:", flush=True)
-            results.append(bench_size(box, n, args.runs, root, args.hashes.split(",")))
+            results.append(bench_size(box, n, args.runs, root, args.variants.split(",")))
     text = render(results, info)
     print("\n" + text)
     if args.json:

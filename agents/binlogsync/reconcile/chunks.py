@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply.statements import ident, qualified
-from .checksums import Bound, range_where
+from .checksums import Bound, keys_where, range_where
 from .schema import INTEGER_TYPES, TablePair
 
 FANOUT = 16  # a split chunk becomes at least this many pieces
@@ -41,11 +41,16 @@ class Chunk:
     lower: Bound | None
     upper: Bound | None
     estimate: int = 0  # rows expected (for balancing tasks), 0 = unknown
+    keys: tuple[tuple[Any, ...], ...] | None = None  # given: exactly these keys (--since-last)
 
     def where(self, key: Sequence[str]) -> tuple[str, list[Any]]:
+        if self.keys is not None:
+            return keys_where(key, self.keys)
         return range_where(key, self.lower, self.upper)
 
     def describe(self) -> str:
+        if self.keys is not None:
+            return f"{len(self.keys)} changed keys"
         low = "…" if self.lower is None else _show(self.lower)
         high = "…" if self.upper is None else _show(self.upper)
         return f"[{low}, {high})"
@@ -53,6 +58,16 @@ class Chunk:
 
 def _show(bound: Bound) -> str:
     return ",".join(str(v) for v in bound) if len(bound) > 1 else str(bound[0])
+
+
+def by_keys(table: int, keys: Sequence[tuple[Any, ...]], size: int) -> list[Chunk]:
+    """Chunks of exactly the given keys, `size` keys each (an incremental run: only the keys
+    the change stream touched are compared; keys absent on both sides simply count nothing)."""
+    return [
+        Chunk(table, f"k{i // size + 1}", None, None, len(part), tuple(part))
+        for i in range(0, len(keys), size)
+        for part in [keys[i : i + size]]
+    ]
 
 
 def first_key_is_integer(pair: TablePair) -> bool:

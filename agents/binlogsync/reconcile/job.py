@@ -36,8 +36,10 @@ import pymysql
 
 from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, ConfigError
+from ..position import Position
 from . import chunks as chunking
-from . import pinning, schema
+from . import pinning, schema, verified
+from .changed import changed_keys
 from .checksums import HASH_CHOICES, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
@@ -64,6 +66,7 @@ class Options:
     pin: str = "auto"
     json: str = "text"
     hash: str = "auto"  # checksums.HASH_CHOICES
+    since_last: bool = False  # only keys changed since each table's last equal run (changed.py)
     common_columns: bool = False
     chunk_rows: int = 100_000
     max_task_rows: int = 50_000
@@ -134,6 +137,8 @@ class _TableState:
     pairs: dict[int, schema.TablePair] = field(default_factory=dict)
     errors: dict[int | None, str] = field(default_factory=dict)  # target index (None: all)
     chunks: list[Chunk] = field(default_factory=list)
+    mode: str = "full"  # "since-last" when only changed keys are compared
+    notes: list[str] = field(default_factory=list)
 
 
 def spark_context(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
@@ -204,6 +209,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     results = _checksum_stage(sc, ctx, states, connections, report)
     rows = _rows_stage(sc, ctx, _differing(results), connections, report)
     report.add_rows(rows, states)
+    _record_verified(options, report)
     if options.out is not None:
         written = time.monotonic()
         report.write(options.out)
@@ -243,6 +249,9 @@ def estimated_rows(options: Options) -> int | None:
         close(conn)
 
 
+KEY_CHUNK = 2_000  # changed keys per chunk of an incremental run (a quarter for composite keys)
+
+
 # -- 1. plan -----------------------------------------------------------------------------------
 def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]:
     source = connect(options.source, "source")
@@ -266,10 +275,14 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
             for state in states:
                 _describe(options, state, src, targets, report.hash)
         if any(p.mode != "none" for p in pins.values()):
-            pinning.snapshot(source)  # fail early when the source cannot give a position
+            # Fails early when the source cannot give a position; every chunk is read at or
+            # after it, so it is what a run that finds a table equal records (verified.py).
+            report.position = pinning.snapshot(source)
             pinning.end(source)
         for state in states:
             if state.spec is None:
+                continue
+            if options.since_last and _since_last(options, state, targets, pins, report):
                 continue
             cursors = [targets[t].cursor() for t in state.pairs]
             try:
@@ -319,6 +332,79 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
             report.tables.append(entry)
     report.plan = states
     return states, ctx
+
+
+def _since_last(
+    options: Options,
+    state: _TableState,
+    targets: Mapping[int, Any],
+    pins: Mapping[int, Pin],
+    report: Report,
+) -> bool:
+    """Plan the table by the keys changed since its last equal run (True), or say why it is
+    compared whole (False, with a note)."""
+    spec, position = state.spec, report.position
+    assert spec is not None
+    state.mode = "full"
+    if position is None or any(pins[t].mode == "none" for t in state.pairs):
+        state.notes.append("--since-last: compared whole (a target is not pinned)")
+        return False
+    since: Position | None = None
+    for t in sorted(state.pairs):
+        last = verified.read(targets[t], state.name, _target_table(state, t))
+        if last is None:
+            state.notes.append(
+                f"--since-last: compared whole (no earlier run found it equal on target "
+                f"{options.target_label(t)})"
+            )
+            return False
+        since = last if since is None or last.key < since.key else since
+    assert since is not None
+    found = changed_keys(options.source, *spec.source, spec.key, since, position)
+    if found.keys is None:
+        state.notes.append(f"--since-last: compared whole ({found.why})")
+        return False
+    size = min(KEY_CHUNK if len(spec.key) == 1 else KEY_CHUNK // 4, options.max_task_rows)
+    state.chunks = chunking.by_keys(state.index, found.keys, size)
+    state.mode = "since-last"
+    state.notes.append(f"--since-last: {found.why}")
+    return True
+
+
+def _target_table(state: _TableState, t: int) -> str:
+    pair = state.pairs[t]
+    return f"{pair.target.schema}.{pair.target.table}"
+
+
+def _record_verified(options: Options, report: Report) -> None:
+    """Each pinned table and target: its position when found equal, else forget it."""
+    if report.position is None:
+        return
+    by_target: dict[int, list[TableReport]] = {}
+    for r in report.tables:
+        if r.pin and not r.pin.startswith("none") and r.target_table:
+            by_target.setdefault(r.target_index, []).append(r)
+    for t, entries in by_target.items():
+        try:
+            conn = connect(options.targets[t], f"target {options.target_label(t)}")
+        except BinlogsyncError as exc:
+            for r in entries:
+                r.notes.append(f"the verified position was not recorded: {exc}")
+            continue
+        try:
+            for r in entries:
+                equal = r.status == "equal" and not report.errors
+                try:
+                    verified.write(
+                        conn, r.table, r.target_table, report.position if equal else None
+                    )
+                except pymysql.err.MySQLError as exc:
+                    r.notes.append(
+                        f"the verified position was not recorded in {verified.TABLE} "
+                        f"({exc.args[-1]}); the next --since-last run compares it whole"
+                    )
+        finally:
+            close(conn)
 
 
 def _choose_hash(requested: str, servers: Mapping[str, Any]) -> str:

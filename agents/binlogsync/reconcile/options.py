@@ -69,6 +69,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1; auto: crc where every server "
         "has it",
     )
+    p.add_argument(
+        "--since-last",
+        action="store_true",
+        help="compare only the keys the origin's binlog changed since each table's last equal "
+        "run (kept in the target's binlogsync schema); a table without one is compared whole",
+    )
     p.add_argument("--common-columns", action="store_true", help="compare only shared columns")
     p.add_argument("--chunk-rows", type=int, default=100_000, help="rows per checksum chunk")
     p.add_argument(
@@ -135,6 +141,7 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
         pin=args.pin,
         json=args.json,
         hash=args.hash,
+        since_last=args.since_last,
         common_columns=args.common_columns,
         chunk_rows=args.chunk_rows,
         max_task_rows=args.max_task_rows,

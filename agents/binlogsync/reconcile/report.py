@@ -77,6 +77,7 @@ class TableReport:
     seconds: float = 0.0  # busy time of this table's chunk checksums (source side)
     first_position: Position | None = None
     last_position: Position | None = None
+    mode: str = "full"  # or "since-last": only the keys changed since the last equal run
 
     @classmethod
     def planned(
@@ -89,6 +90,8 @@ class TableReport:
             r.target_table = pair.target.schema + "." + pair.target.table
             r.notes.extend(pair.notes)
             r.chunks = len(state.chunks)
+        r.notes.extend(state.notes)
+        r.mode = state.mode
         if pin is not None:
             r.pin = pin.describe()
             if pin.mode == "none":
@@ -112,6 +115,7 @@ class TableReport:
             "target": self.target,
             "target_table": self.target_table,
             "status": self.status,
+            "mode": self.mode,
             "error": self.error or None,
             "notes": self.notes,
             "pin": self.pin,
@@ -159,6 +163,7 @@ class Report:
         self.finished: float | None = None
         self.spark: dict[str, Any] = {}
         self.hash = ""  # the per-row hash the run used (checksums.HASHES)
+        self.position: Position | None = None  # the source's when planned; None: unpinned
         self.tables: list[TableReport] = []
         self.errors: list[str] = []  # errors not tied to one table
         self.stages: list[dict[str, Any]] = []
@@ -289,6 +294,7 @@ class Report:
                 "pin": self.options.pin,
                 "json": self.options.json,
                 "hash": self.hash,
+                "since_last": self.options.since_last,
                 "chunk_rows": self.options.chunk_rows,
                 "max_task_rows": self.options.max_task_rows,
                 "confirm": self.options.confirm,

@@ -5,6 +5,8 @@ spark_jobs/reconcile_job.py through SparkSubmitOperator (connection `spark_defau
 report, keeps it (the run's folder, XCom, and the state folder the binlogsync page reads)
 and fails the run listing the differing rows — unless `repair` is on, in which case the
 rows were sent through the hub, ordered with live changes, and the next run is green.
+`mode`: full (every row), since_last (only keys changed since the last equal run), or auto
+(full on Sundays, since_last otherwise).
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
 
 from __future__ import annotations
@@ -40,6 +42,14 @@ with DAG(
             items={"type": "string"},
             description="SCHEMA.TABLE globs among the routed tables; empty: every routed table.",
         ),
+        "mode": Param(
+            "auto",
+            type="string",
+            enum=["auto", "full", "since_last"],
+            description="full: every row; since_last: only the keys the origin's binlog "
+            "changed since each table's last equal run (changes made outside replication are "
+            "not looked at); auto: full on Sundays, since_last on the other days.",
+        ),
         "repair": Param(
             False,
             type="boolean",
@@ -52,7 +62,10 @@ with DAG(
         task_id="plan", origins="{{ params.origins }}", tables="{{ params.tables }}"
     )
     spark = BinlogsyncReconcileOperator.partial(
-        task_id="spark_reconcile", conn_id="spark_default", repair="{{ params.repair }}"
+        task_id="spark_reconcile",
+        conn_id="spark_default",
+        repair="{{ params.repair }}",
+        mode="{{ params.mode }}",
     ).expand(job=plan.output)
     result = ReconcileResultOperator(
         task_id="reconcile_result",

@@ -215,13 +215,19 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
     in the job's environment, not its arguments. Differences are not this task's failure: the
     result task reads the report and decides; only a run that could not compare fails here."""
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job", "repair")
+    template_fields: Sequence[str] = (
+        *SparkSubmitOperator.template_fields,
+        "job",
+        "repair",
+        "mode",
+    )
 
     def __init__(
         self,
         *,
         job: dict[str, Any],
         repair: bool = False,
+        mode: str = "auto",
         binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -230,6 +236,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         super().__init__(**kwargs)
         self.job = job
         self.repair = repair
+        self.mode = mode  # site.RECONCILE_MODES
         self.binlogsync_conn_id = binlogsync_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
@@ -243,8 +250,10 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         )
         out = Path(self.job["out"])
         via = hook.write_admin_config(out.parent / f"{out.name}.hub.toml")
+        day = context.get("logical_date") or dt.datetime.now(dt.UTC)  # None when manual
+        incremental = site.since_last(str(self.mode), day.date())
         args, env = site.reconcile_arguments(
-            job, self.job["tables"], hook.database, out, _flag(self.repair), via
+            job, self.job["tables"], hook.database, out, _flag(self.repair), via, incremental
         )
         self.application_args = args
         self.env_vars = {**(self.env_vars or {}), **env}

@@ -3,6 +3,7 @@ Spark job's arguments (passwords only in the environment), `caught_up`, the page
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -50,6 +51,22 @@ def test_reconcile_arguments_carry_no_password() -> None:
     assert args[args.index("--target-host") + 1] == "a"
     with pytest.raises(UsageError):
         site.reconcile_arguments(job, ["shop.orders"], dbs.__getitem__, Path("/o"), True, None)
+
+
+def test_reconcile_mode_full_weekly_and_since_last_otherwise() -> None:
+    sunday, monday = dt.date(2026, 11, 22), dt.date(2026, 11, 23)
+    assert not site.since_last("auto", sunday) and site.since_last("auto", monday)
+    assert site.since_last("since_last", sunday) and not site.since_last("full", monday)
+    with pytest.raises(UsageError, match="since_last"):
+        site.since_last("incremental", monday)
+    job = site.ReconcileJob("db1", "db1", ("a",), ("shop.*",), {})
+    dbs = {"db1": DatabaseSettings("h", 1, "u", "p"), "a": DatabaseSettings("h", 2, "u", "p")}
+    args, _env = site.reconcile_arguments(
+        job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None, incremental=True
+    )
+    assert "--since-last" in args
+    args, _env = site.reconcile_arguments(job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None)
+    assert "--since-last" not in args
 
 
 def test_caught_up_names_what_a_target_waits_for() -> None:

@@ -9,6 +9,7 @@ one run (the source is read once for all of them); others get a run of their own
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,20 @@ def database_url(host: str, db: DatabaseSettings) -> tuple[str, dict[str, str]]:
     return url, {var: db.password}
 
 
+RECONCILE_MODES = ("auto", "full", "since_last")
+FULL_WEEKDAY = 6  # Sunday: `auto` compares every row once a week, only changed keys otherwise
+
+
+def since_last(mode: str, day: dt.date) -> bool:
+    """Whether a reconcile run in `mode` on `day` compares only the keys changed since the last
+    equal run. Full runs stay the way to catch changes made outside replication."""
+    if mode not in RECONCILE_MODES:
+        raise UsageError(f"mode must be one of {', '.join(RECONCILE_MODES)}, not {mode!r}")
+    if mode == "auto":
+        return day.weekday() != FULL_WEEKDAY
+    return mode == "since_last"
+
+
 def reconcile_arguments(
     job: ReconcileJob,
     tables: Sequence[str],
@@ -110,6 +125,7 @@ def reconcile_arguments(
     out: Path,
     repair: bool,
     via: Path | None,
+    incremental: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """The arguments of `spark_jobs/reconcile_job.py` for `job`, and the environment they
     need (the passwords). `via` is an [admin] config file that reaches the hub (repair)."""
@@ -122,6 +138,8 @@ def reconcile_arguments(
     args += ["--tables", ",".join(tables), "--out", str(out)]
     for src, dst in sorted(job.rename.items()):
         args += ["--rename", f"{src}={dst}"]
+    if incremental:
+        args += ["--since-last"]
     if repair:
         if via is None:
             raise UsageError("a repair needs a config that reaches the hub")

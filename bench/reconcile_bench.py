@@ -17,6 +17,10 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                         per --variants HASH/ENGINE: sha1 (the hash before) and crc, in Spark,
                         and auto (in-process up to --in-process-rows, where Spark's start
                         is not paid)
+    --since-last        after the replica is equal again and verified by a full run: 10,000
+                        rows changed on the source in one transaction, spread over the key
+                        range, three of them damaged on the replica; reconcile --since-last
+                        must name those three
 
 Medians of `--runs` runs, rows/s, the ratio, whether every injected difference was found, and
 the peak memory (RSS) of each tool's processes. Needs percona-toolkit (apt-get install
@@ -169,7 +173,7 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
 
 
 def reconcile(
-    source: Server, replica: Server, out: Path, variant: str
+    source: Server, replica: Server, out: Path, variant: str, *extra: str
 ) -> tuple[float, float, dict[Any, str], int, str]:
     hash, engine = variant.split("/")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -186,6 +190,7 @@ def reconcile(
             "--show=50",
             f"--hash={hash}",
             f"--engine={engine}",
+            *extra,
         ],
         env,
     )
@@ -275,6 +280,7 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
                 f"all {len(injected)} rows named: {found}"
             )
         print(line, flush=True)
+    incremental = since_last(source, replica, n, injected, work, runs)
     box.stop(source.name)
     box.stop(replica.name)
     med = statistics.median
@@ -300,6 +306,74 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
             for h, m in ours.items()
         },
         "raw_pt": pt_times,
+        "since_last": incremental,
+    }
+
+
+CHANGED = 10_000  # rows the source changes between the full run and the incremental one
+
+
+def since_last(
+    source: Server, replica: Server, n: int, injected: dict[Any, str], work: Path, runs: int
+) -> dict[str, Any]:
+    """reconcile --since-last after CHANGED rows changed on the source (spread over the whole
+    key range, one transaction), with three of them then damaged on the replica behind
+    replication's back: all three must be named. The replica is first made equal again and
+    verified by a full run (which records the position the incremental run starts from)."""
+    keys = [k[0] for k in injected]
+    columns = "id, nim, nominal, flag, tgl, note, payload"
+    rows = sql(
+        source, f"SELECT {columns} FROM t WHERE id IN ({','.join(map(str, keys))})", db="bench"
+    )
+    with replica.connect("bench") as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute(f"DELETE FROM t WHERE id IN ({','.join(map(str, keys))})")
+        cur.executemany(f"INSERT INTO t ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+    times, found_all = [], []
+    step = n // CHANGED
+    for run in range(runs):
+        wall, _work, named, _rss, text = reconcile(
+            source, replica, work / f"full-{n}-{run}", "crc/auto"
+        )
+        if named:
+            raise SystemExit(f"the replica is not equal before the incremental run:\n{text}")
+        # CHANGED rows change through replication, then three of them go wrong on the replica.
+        sql(source, f"UPDATE t SET flag = flag + 1 WHERE id % {step} = {run}", db="bench")
+        gtid = sql(source, "SELECT @@gtid_binlog_pos")[0][0]
+        assert sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 300)")[0][0] == 0
+        a, b, c = step * 11 + run, step * 5000 + run, step * (CHANGED - 3) + run
+        sql(
+            replica,
+            "SET SESSION sql_log_bin = 0",
+            f"UPDATE t SET nominal = nominal + 1 WHERE id = {a}",
+            f"DELETE FROM t WHERE id = {b}",
+            f"UPDATE t SET note = 'wrong' WHERE id = {c}",
+            db="bench",
+        )
+        wall, _work, named, _rss, text = reconcile(
+            source, replica, work / f"since-{n}-{run}", "crc/auto", "--since-last"
+        )
+        expected = {(a,): "changed", (b,): "missing", (c,): "changed"}
+        times.append(wall)
+        found_all.append(named == expected)
+        print(
+            f"  incremental {run + 1}: reconcile --since-last after {CHANGED:,} changed rows "
+            f"{wall:.2f} s, all 3 rows named: {found_all[-1]}",
+            flush=True,
+        )
+        if not found_all[-1]:
+            print(f"  named {named}, expected {expected}\n{text}", flush=True)
+        # Equal again for the next run's full verification.
+        rows = sql(source, f"SELECT {columns} FROM t WHERE id IN ({a}, {b}, {c})", db="bench")
+        with replica.connect("bench") as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_log_bin = 0")
+            cur.execute(f"DELETE FROM t WHERE id IN ({a}, {b}, {c})")
+            cur.executemany(f"INSERT INTO t ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+    return {
+        "changed_rows": CHANGED,
+        "seconds": statistics.median(times),
+        "all_found": all(found_all),
+        "raw": times,
     }
 
 
@@ -319,6 +393,14 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
                 f"| {m['ratio_without_startup']:.2f} | {'yes' if m['all_found'] else 'NO'} "
                 f"| {r['pt_peak_rss_mb']:.0f} MB / {m['peak_rss_mb']:.0f} MB |"
             )
+    for r in results:
+        inc = r["since_last"]
+        lines.append(
+            f"| {r['rows']:,} | {r['pt_seconds']:.2f} s | crc/auto --since-last after "
+            f"{inc['changed_rows']:,} changed rows | {inc['seconds']:.2f} s "
+            f"| {inc['seconds'] / r['pt_seconds']:.3f} | | | "
+            f"{'yes' if inc['all_found'] else 'NO'} | |"
+        )
     lines.append(
         f"\nmedians of {results[0]['runs'] if results else 0} runs each; "
         "ratio = reconcile / pt-table-checksum"
@@ -349,7 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + text)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=2))
-    return 0 if all(m["all_found"] for r in results for m in r["reconcile"].values()) else 1
+    ok = all(m["all_found"] for r in results for m in r["reconcile"].values())
+    return 0 if ok and all(r["since_last"]["all_found"] for r in results) else 1
 
 
 if __name__ == "__main__":

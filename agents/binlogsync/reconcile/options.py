@@ -190,11 +190,14 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
 
 def choose_engine(args: argparse.Namespace, options: object, env: Mapping[str, str]) -> str:
     """spark or in-process: as asked; for auto, in-process when the run is local (no cluster
-    master, not under spark-submit) and the source tables are small."""
+    master, not under spark-submit) and the source tables are small or only the changed keys
+    are compared (--since-last)."""
     if args.engine != "auto":
         return str(args.engine)
     if (args.master and not args.master.startswith("local")) or "PYSPARK_GATEWAY_PORT" in env:
         return "spark"
+    if getattr(options, "since_last", False):
+        return "in-process"  # bounded by the changed keys, not by the table
     from .job import estimated_rows
 
     rows = estimated_rows(options)  # type: ignore[arg-type]

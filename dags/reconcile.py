@@ -6,7 +6,8 @@ report, keeps it (the run's folder, XCom, and the state folder the binlogsync pa
 and fails the run listing the differing rows — unless `repair` is on, in which case the
 rows were sent through the hub, ordered with live changes, and the next run is green.
 `mode`: full (every row), since_last (only keys changed since the last equal run), or auto
-(full on Sundays, since_last otherwise).
+(full on Sundays, since_last otherwise). `engine`: spark, in-process (no JVM), or auto
+(in-process for small or since_last runs).
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ with DAG(
             "changed since each table's last equal run (changes made outside replication are "
             "not looked at); auto: full on Sundays, since_last on the other days.",
         ),
+        "engine": Param(
+            "auto",
+            type="string",
+            enum=["auto", "spark", "in-process"],
+            description="spark: spark-submit through connection spark_default; in-process: "
+            "the same stages on threads of the task's process, without Spark's start; auto: "
+            "in-process for up to 2M source rows and for since_last runs, else spark.",
+        ),
         "repair": Param(
             False,
             type="boolean",
@@ -66,6 +75,7 @@ with DAG(
         conn_id="spark_default",
         repair="{{ params.repair }}",
         mode="{{ params.mode }}",
+        engine="{{ params.engine }}",
     ).expand(job=plan.output)
     result = ReconcileResultOperator(
         task_id="reconcile_result",

@@ -6,6 +6,7 @@ message that names it, so Airflow's own alerting (e-mail, callbacks) carries it.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ from airflow.sdk import BaseOperator
 from binlogsync.errors import BinlogsyncError, RetentionRefused
 from binlogsync.ops import outbox, reconcile_run, site, state, timing
 from binlogsync.ops.retention import RetentionOptions, binlog_retention
+from binlogsync.reconcile import options as reconcile_options
 
 from .hooks import BinlogsyncHook, state_dir
 
@@ -220,6 +222,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         "job",
         "repair",
         "mode",
+        "engine",
     )
 
     def __init__(
@@ -228,6 +231,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         job: dict[str, Any],
         repair: bool = False,
         mode: str = "auto",
+        engine: str = "auto",
         binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -237,6 +241,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         self.job = job
         self.repair = repair
         self.mode = mode  # site.RECONCILE_MODES
+        self.engine = engine  # spark (spark-submit), in-process, or auto (reconcile/options.py)
         self.binlogsync_conn_id = binlogsync_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
@@ -255,6 +260,8 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         args, env = site.reconcile_arguments(
             job, self.job["tables"], hook.database, out, _flag(self.repair), via, incremental
         )
+        if self._in_process(args, env):
+            return {"job": job.name, "out": str(out)}
         self.application_args = args
         self.env_vars = {**(self.env_vars or {}), **env}
         try:
@@ -265,6 +272,22 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
                 raise
             self.log.info("the copies differ; %s reads the report", "reconcile_result")
         return {"job": job.name, "out": str(out)}
+
+    def _in_process(self, args: list[str], env: dict[str, str]) -> bool:
+        """Run the job in this process when its engine is in-process (auto: a small or
+        incremental run), without spark-submit's JVM; False: spark-submit runs it."""
+        environ = {**os.environ, **env}
+        try:
+            parsed = reconcile_options.parse([*args, "--engine", str(self.engine)])
+            options = reconcile_options.options_from(parsed, environ)
+            if reconcile_options.choose_engine(parsed, options, environ) != "in-process":
+                return False
+            code = reconcile_options.run_from_args(parsed, environ)
+        except BinlogsyncError as exc:
+            raise AirflowException(str(exc)) from exc
+        if code not in (0, 1):  # 1: the copies differ, which reconcile_result reports
+            raise AirflowException(f"reconcile could not compare (exit {code}); see the log")
+        return True
 
 
 class ReconcileResultOperator(BaseOperator):

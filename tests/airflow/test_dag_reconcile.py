@@ -36,7 +36,7 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         state = airflow_home / "state"
         conf = {"tables": [f"{dbname}.*"]}
 
-        found = run_dag(env, "reconcile", conf)
+        found = run_dag(env, "reconcile", {**conf, "engine": "spark"})
         assert found.state == "failed", found.output[-3000:]
         assert found.tasks["spark_reconcile[0]"] == "success"  # differences are not Spark's failure
         assert found.tasks["reconcile_result"] == "failed"
@@ -44,6 +44,8 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
         assert last["state"] == "different" and last["differing_rows"] == 1
         assert last["tables"][0]["source_positions"]["last"]  # the pin is kept
+        spark = json.loads((Path(last["out"]) / "summary.json").read_text())["spark"]
+        assert spark["master"].startswith("local")  # spark-submit, as asked
 
         repaired = run_dag(env, "reconcile", {**conf, "repair": True})
         assert repaired.ok, repaired.output[-3000:]
@@ -55,5 +57,7 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         assert green.ok, green.output[-3000:]
         last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
         assert last["state"] == "equal" and last["differing_rows"] == 0
-        # The run's folder holds the Spark job's report.
-        assert (Path(last["out"]) / "summary.json").exists()
+        # The run's folder holds the job's report: the first run went through spark-submit,
+        # the later ones (auto, 200 rows) ran in the task's process.
+        summary = json.loads((Path(last["out"]) / "summary.json").read_text())
+        assert summary["spark"]["master"] == "in-process"

@@ -154,6 +154,13 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
     )
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line of one run (for callers that build it, such as the Airflow operator)."""
+    parser = argparse.ArgumentParser(prog="binlogsync reconcile")
+    add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
 def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
     """Run one reconciliation; print the readable summary; return the exit code."""
     from .job import run, spark_context

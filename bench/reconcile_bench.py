@@ -15,8 +15,8 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                         included; local[*]), source against the replica (pinned by GTID), every
                         differing row named; also its time without Spark's start-up; once
                         per --variants HASH/ENGINE: sha1 (the hash before) and crc, in Spark,
-                        and auto (in-process up to --in-process-rows, where Spark's start
-                        is not paid)
+                        and auto (in-process: threads of the command's own process, where
+                        Spark's start is not paid)
     --since-last        after the replica is equal again and verified by a full run: 10,000
                         rows changed on the source in one transaction, spread over the key
                         range, three of them damaged on the replica; reconcile --since-last
@@ -45,7 +45,6 @@ from typing import Any
 import pymysql
 
 from binlogsync.devsite.sandbox import Sandbox, Server
-from binlogsync.reconcile.options import IN_PROCESS_ROWS
 
 TABLE = """CREATE TABLE t (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -252,8 +251,7 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
     for s in (source, replica):
         sql(s, "SELECT COUNT(*), SUM(LENGTH(payload)) FROM t", db="bench")
     pt_times, pt_rss, pt_diffs = [], [], []
-    # auto runs Spark above IN_PROCESS_ROWS: the same as hash/spark, so not run twice.
-    hashes = [v for v in variants if not (v.endswith("/auto") and n > IN_PROCESS_ROWS)]
+    hashes = variants
     ours: dict[str, dict[str, list[Any]]] = {
         h: {"wall": [], "work": [], "rss": [], "found": []} for h in hashes
     }

@@ -7,7 +7,7 @@ and fails the run listing the differing rows — unless `repair` is on, in which
 rows were sent through the hub, ordered with live changes, and the next run is green.
 `mode`: full (every row), since_last (only keys changed since the last equal run), or auto
 (full on Sundays, since_last otherwise). `engine`: spark, in-process (no JVM), or auto
-(in-process for small or since_last runs).
+(in-process when spark_default's master is local).
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ with DAG(
             enum=["auto", "spark", "in-process"],
             description="spark: spark-submit through connection spark_default; in-process: "
             "the same stages on threads of the task's process, without Spark's start; auto: "
-            "in-process for up to 2M source rows and for since_last runs, else spark.",
+            "in-process when spark_default's master is local, else spark.",
         ),
         "repair": Param(
             False,

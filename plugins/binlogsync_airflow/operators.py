@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.exceptions import AirflowException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseHook, BaseOperator
 
 from binlogsync.errors import BinlogsyncError, RetentionRefused
 from binlogsync.ops import outbox, reconcile_run, site, state, timing
@@ -274,11 +274,16 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         return {"job": job.name, "out": str(out)}
 
     def _in_process(self, args: list[str], env: dict[str, str]) -> bool:
-        """Run the job in this process when its engine is in-process (auto: a small or
-        incremental run), without spark-submit's JVM; False: spark-submit runs it."""
+        """Run the job in this process when its engine is in-process (auto: when the
+        `spark_default` connection's master is local), without spark-submit's JVM; False:
+        spark-submit runs it."""
         environ = {**os.environ, **env}
+        master = []
+        if str(self.engine) == "auto":  # a cluster behind spark_default gets the job
+            conn = BaseHook.get_connection(self._conn_id)
+            master = ["--master", conn.host or "local[*]"]
         try:
-            parsed = reconcile_options.parse([*args, "--engine", str(self.engine)])
+            parsed = reconcile_options.parse([*args, "--engine", str(self.engine), *master])
             options = reconcile_options.options_from(parsed, environ)
             if reconcile_options.choose_engine(parsed, options, environ) != "in-process":
                 return False

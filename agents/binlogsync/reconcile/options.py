@@ -20,9 +20,6 @@ from .urls import parse_url
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
 ENGINES = ("auto", "spark", "in-process")
-# Up to here a local run is as fast in-process as with Spark's workers, without Spark's 7–9 s
-# start (measured: docs/reconcile.md, Benchmark).
-IN_PROCESS_ROWS = 2_000_000
 LOCAL_SUBMIT_ARGS = "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
 
 
@@ -101,13 +98,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default="auto",
         choices=ENGINES,
         help="where the stages run: spark, or in-process (threads, no JVM); auto: in-process "
-        "for a local run of at most --in-process-rows source rows",
+        "unless --master names a cluster or spark-submit runs the job",
     )
     p.add_argument(
         "--in-process-rows",
         type=int,
-        default=IN_PROCESS_ROWS,
-        help="auto runs in-process up to this many source rows (the server's estimate)",
+        metavar="N",
+        help="auto sends a local run of more than N source rows (the server's estimate) to "
+        "Spark's local mode (default: none; in-process was faster at every size measured)",
     )
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument(
@@ -197,14 +195,16 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
 
 def choose_engine(args: argparse.Namespace, options: object, env: Mapping[str, str]) -> str:
     """spark or in-process: as asked; for auto, in-process when the run is local (no cluster
-    master, not under spark-submit) and the source tables are small or only the changed keys
-    are compared (--since-last)."""
+    master, not under spark-submit), unless --in-process-rows sends larger tables to Spark's
+    local mode. On one machine the in-process engine was faster at every size measured
+    (docs/reconcile.md, Benchmark): Spark's start costs 4–7 s, and its local workers do what
+    the threads do, since the databases do the hashing."""
     if args.engine != "auto":
         return str(args.engine)
     if (args.master and not args.master.startswith("local")) or "PYSPARK_GATEWAY_PORT" in env:
         return "spark"
-    if getattr(options, "since_last", False):
-        return "in-process"  # bounded by the changed keys, not by the table
+    if args.in_process_rows is None or getattr(options, "since_last", False):
+        return "in-process"  # since-last: bounded by the changed keys, not by the table
     from .job import estimated_rows
 
     rows = estimated_rows(options)  # type: ignore[arg-type]

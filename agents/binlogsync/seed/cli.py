@@ -6,12 +6,13 @@ import argparse
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from ..config import ClientConfig, DatabaseSettings, load_any
 from ..errors import UsageError
-from ..reconcile.urls import parse_url
-from .progress import Progress, duration
-from .run import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_WINDOW, SeedOptions, seed
+from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_WINDOW
+
+if TYPE_CHECKING:
+    from ..config import DatabaseSettings
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 
@@ -76,6 +77,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def source_of(config_path: str, url: str | None) -> DatabaseSettings:
+    from ..config import ClientConfig, load_any
+    from ..reconcile.urls import parse_url
+
     if url:
         return parse_url(url, os.environ, SOURCE_PASSWORD_ENV)
     config = load_any(config_path)
@@ -89,6 +93,9 @@ def source_of(config_path: str, url: str | None) -> DatabaseSettings:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    from .progress import Progress, duration
+    from .run import SeedOptions, seed
+
     options = SeedOptions(
         config=args.config,
         origin=args.origin,

@@ -39,12 +39,9 @@ from ..model import Change, Transaction
 from ..reconcile.connections import close, connect
 from ..transport.admin import HubAccess
 from . import chunks, rowread, sender
+from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_WINDOW
 from .progress import Progress
 from .tables import SeedTable, plan, route_patterns
-
-DEFAULT_CHUNK_ROWS = 10_000
-DEFAULT_CHUNK_BYTES = 16 * 1024 * 1024
-DEFAULT_WINDOW = 4
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pytest
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.devsite.sandbox import Server, free_port
+from binlogsync.reconcile.inprocess import InProcess
 from binlogsync.reconcile.job import Options
 from binlogsync.reconcile.tasks import RowResult
 from reconcile_kit import (
@@ -38,9 +39,12 @@ def _state(server: Server, database: str) -> tuple[Any, ...]:
         return position, tuple(cur.fetchall())
 
 
+@pytest.mark.parametrize("engine", ["spark", "in-process"])
 def test_repair_sql_file_then_rerun_is_equal(
-    spark: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+    spark: Any, origin: Server, target: Server, dbname: str, tmp_path: Path, engine: str
 ) -> None:
+    if engine == "in-process":  # the repair reads the rows' results as Spark's are read
+        spark = InProcess(2)
     make_table([origin, target], dbname)
     execute(
         target,

@@ -4,7 +4,7 @@ On one machine, Spark's fixed cost (the JVM, the SparkContext, the first stage's
 workers: 4–7 s measured on 2 cores) is most of a reconciliation of small tables, whose work is a
 few queries inside the databases, and at 10M rows the threads were still faster (11.4 s
 against 18.3 s): the databases do the hashing either way. The job uses a handful of RDD operations (parallelize,
-mapPartitions, map, flatMap, collect, toLocalIterator, persist, unpersist); `InProcess` gives
+mapPartitions, map, flatMap, collect, take, toLocalIterator, persist, unpersist); `InProcess` gives
 them over lists, each partition on a thread of its own, as Spark's local mode gives each to a
 Python worker. The partitions spend their time waiting on database sessions, which releases the
 GIL, and each opens its own sessions (tasks.py), so threads are enough.
@@ -17,6 +17,7 @@ finds millions of differing rows holds them here, which a reseed, not a repair, 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -64,6 +65,9 @@ class Partitions:
 
     def collect(self) -> list[Any]:
         return [x for p in self.parts for x in p]
+
+    def take(self, n: int) -> list[Any]:
+        return list(itertools.islice(self.toLocalIterator(), n))
 
     def toLocalIterator(self) -> Iterator[Any]:  # noqa: N802
         return (x for p in self.parts for x in p)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.cli import main, parser
+from binlogsync.cli import _command, main, parser
 from binlogsync.devsite.sandbox import Sandbox
 from binlogsync.errors import UsageError
 from binlogsync.transport.curve import make_keys
@@ -121,6 +121,14 @@ def test_every_option_of_every_command_is_described() -> None:
         if not isinstance(action, argparse._SubParsersAction) and not (action.help or "").strip()
     ]
     assert not missing, f"options without help: {missing}"
+
+
+def test_a_command_parses_the_same_with_only_its_own_options_built() -> None:
+    argv = ["--log-level", "debug", "reconcile", "--source", "mysql://u@h:1", "--target",
+            "mysql://u@h:2", "--tables", "s.t", "--since-last"]  # fmt: skip
+    assert _command(argv) == "reconcile" and _command(["--version"]) == ""
+    assert vars(parser(_command(argv)).parse_args(argv)) == vars(parser().parse_args(argv))
+    assert "--since-last" not in _subparsers(parser("status"))["reconcile"].format_help()
 
 
 def test_help_shows_defaults() -> None:

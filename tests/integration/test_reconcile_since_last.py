@@ -12,7 +12,12 @@ import pytest
 
 from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile.inprocess import InProcess
-from reconcile_kit import execute, found, reconcile
+from reconcile_kit import (
+    execute,
+    found,
+    reconcile,
+    spark_fixture,  # noqa: F401 - the session's SparkSession, as fixture `spark`
+)
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.integration
@@ -21,8 +26,8 @@ T = "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))"
 OPTIONS = {"pin": "auto", "origin": "origin", "chunk_rows": 500, "since_last": True}
 
 
-def _run(origin: Server, target: Server, db: str) -> Any:
-    return reconcile(InProcess(2), origin, [target], [f"{db}.t"], **OPTIONS)
+def _run(origin: Server, target: Server, db: str, engine: Any = None) -> Any:
+    return reconcile(engine or InProcess(2), origin, [target], [f"{db}.t"], **OPTIONS)
 
 
 def _state(target: Server, db: str) -> list[Any]:
@@ -35,9 +40,11 @@ def _state(target: Server, db: str) -> list[Any]:
         return list(cur.fetchall())
 
 
+@pytest.mark.parametrize("engine", ["in-process", "spark"])
 def test_since_last_checks_the_changed_keys_only(
-    tmp_path: Path, origin: Server, target: Server, dbname: str
+    spark: Any, tmp_path: Path, origin: Server, target: Server, dbname: str, engine: str
 ) -> None:
+    stages = spark if engine == "spark" else None  # the incremental run's key chunks in Spark
     create([origin, target], dbname, T)
     with site(tmp_path, origin, [target], dbname) as s:
         s.start()
@@ -73,7 +80,7 @@ def test_since_last_checks_the_changed_keys_only(
             "INSERT INTO t VALUES (80, 80, 'came back')",
             "UPDATE t SET note = 'outside' WHERE id = 2500",
         )
-        incremental = _run(origin, target, dbname)
+        incremental = _run(origin, target, dbname, stages)
         table = incremental.tables[0]
         assert table.mode == "since-last", table.notes
         assert any("53 changed keys" in n for n in table.notes), table.notes

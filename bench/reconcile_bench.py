@@ -311,6 +311,17 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
 CHANGED = 10_000  # rows the source changes between the full run and the incremental one
 
 
+def copy_rows(source: Server, replica: Server, keys: list[int]) -> None:
+    """The source's rows of `keys` onto the replica, behind replication's back."""
+    columns = "id, nim, nominal, flag, tgl, note, payload"
+    where = f"id IN ({','.join(map(str, keys))})"
+    rows = sql(source, f"SELECT {columns} FROM t WHERE {where}", db="bench")
+    with replica.connect("bench") as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_log_bin = 0")
+        cur.execute(f"DELETE FROM t WHERE {where}")
+        cur.executemany(f"INSERT INTO t ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+
+
 def since_last(
     source: Server, replica: Server, n: int, injected: dict[Any, str], work: Path, runs: int
 ) -> dict[str, Any]:
@@ -318,15 +329,7 @@ def since_last(
     key range, one transaction), with three of them then damaged on the replica behind
     replication's back: all three must be named. The replica is first made equal again and
     verified by a full run (which records the position the incremental run starts from)."""
-    keys = [k[0] for k in injected]
-    columns = "id, nim, nominal, flag, tgl, note, payload"
-    rows = sql(
-        source, f"SELECT {columns} FROM t WHERE id IN ({','.join(map(str, keys))})", db="bench"
-    )
-    with replica.connect("bench") as conn, conn.cursor() as cur:
-        cur.execute("SET SESSION sql_log_bin = 0")
-        cur.execute(f"DELETE FROM t WHERE id IN ({','.join(map(str, keys))})")
-        cur.executemany(f"INSERT INTO t ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+    copy_rows(source, replica, [k[0] for k in injected])
     times, found_all = [], []
     step = n // CHANGED
     for run in range(runs):
@@ -361,12 +364,7 @@ def since_last(
         )
         if not found_all[-1]:
             print(f"  named {named}, expected {expected}\n{text}", flush=True)
-        # Equal again for the next run's full verification.
-        rows = sql(source, f"SELECT {columns} FROM t WHERE id IN ({a}, {b}, {c})", db="bench")
-        with replica.connect("bench") as conn, conn.cursor() as cur:
-            cur.execute("SET SESSION sql_log_bin = 0")
-            cur.execute(f"DELETE FROM t WHERE id IN ({a}, {b}, {c})")
-            cur.executemany(f"INSERT INTO t ({columns}) VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+        copy_rows(source, replica, [a, b, c])  # equal again for the next full verification
     return {
         "changed_rows": CHANGED,
         "seconds": statistics.median(times),

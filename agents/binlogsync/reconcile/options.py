@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..errors import BinlogsyncError, ConfigError
 from .checksums import HASH_CHOICES, JSON_MODES
@@ -170,25 +171,23 @@ def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None
     if choose_engine(args, options, env) == "in-process":
         from .inprocess import InProcess
 
-        report = run(options, InProcess(args.connections or min(os.cpu_count() or 1, 8)), started)  # type: ignore[arg-type]
-        report.release()
-        print(report.render(), flush=True)
-        return report.exit_code
-    # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise, which
-    # may lack binlogsync; in local mode this interpreter is the right one.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if not args.master or args.master.startswith("local"):
-        # The driver JVM only schedules tasks here: its quick compiler and a serial GC start it
-        # ~1 s sooner and leave the CPU to the databases (measured on 2 cores).
-        os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
-        # Local mode stays on loopback from the JVM's first moment (before SparkConf applies).
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = spark_context(args.master, conf)
+        stages: Any = InProcess(args.connections or min(os.cpu_count() or 1, 8))
+    else:
+        # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise,
+        # which may lack binlogsync; in local mode this interpreter is the right one.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if not args.master or args.master.startswith("local"):
+            # The driver JVM only schedules tasks here: its quick compiler and a serial GC start
+            # it ~1 s sooner and leave the CPU to the databases (measured on 2 cores).
+            os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
+            # Local mode stays on loopback from the JVM's first moment (before SparkConf).
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        stages = spark_context(args.master, conf)
     try:
-        report = run(options, spark, started)  # type: ignore[arg-type]
+        report = run(options, stages, started)  # type: ignore[arg-type]
         report.release()
     finally:
-        spark.stop()
+        stages.stop()
     print(report.render(), flush=True)
     return report.exit_code
 

@@ -99,7 +99,6 @@ def snapshot(
                 cur.execute("ROLLBACK")
                 raise _no_snapshot_position()
             gtid = None
-            mariadb = _is_mariadb(cur)
             if with_gtid or mariadb:
                 gtid = _state_at(cur, file, offset)
             if not mariadb or gtid is None:
@@ -118,6 +117,7 @@ _LOWER_BOUND_TRIES = 5
 _SETTLE = 0.5
 _SETTLE_POLL = 0.02
 _settling: dict[tuple[str, str, str], float] = {}  # (server, file, state) → first seen
+_starts: dict[tuple[str, str], str | None] = {}  # (server, file) → its start state, read once
 _SETTLED_KEEP = 64
 
 
@@ -172,18 +172,25 @@ def _settled(conn: Any, cur: Any, file: str, state: str) -> bool:
     `state` that was committed, holds all of them: yes when `state` has a transaction of
     `file` (the commit point is a group commit's), or when it has been the same file-start
     point for `_SETTLE` seconds."""
-    start = _state_at(cur, file, 4)
+    server = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}"
+    if (server, file) not in _starts:  # a file's start never changes: one query per file
+        _starts[(server, file)] = _state_at(cur, file, 4)
+        _forget_oldest(_starts)
+    start = _starts[(server, file)]
     if start is None or _beyond(state, start):
         return True
     number = file.rpartition(".")[2]
     if not number.isdigit() or int(number) <= 1:
         return True  # the server's first file: no rotation, so nothing waits to commit
-    key = (f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}", file, state)
     now = time.monotonic()
-    first = _settling.setdefault(key, now)
-    if len(_settling) > _SETTLED_KEEP:
-        del _settling[next(iter(_settling))]
+    first = _settling.setdefault((server, file, state), now)
+    _forget_oldest(_settling)
     return now - first >= _SETTLE
+
+
+def _forget_oldest(remembered: dict[Any, Any]) -> None:
+    if len(remembered) > _SETTLED_KEEP:
+        del remembered[next(iter(remembered))]
 
 
 def _beyond(state: str, start: str) -> bool:

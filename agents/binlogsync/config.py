@@ -226,6 +226,27 @@ class DatabaseSettings:
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
 
+    @property
+    def kind(self) -> str:
+        """The kind of server: "mysql" (MySQL or MariaDB) or "postgresql"."""
+        return "mysql"
+
+
+@dataclass(frozen=True)
+class PostgresSettings(DatabaseSettings):
+    """A PostgreSQL server and database (reconcile's PostgreSQL targets)."""
+
+    port: int = 5432
+    user: str = "postgres"
+    database: str = "postgres"
+
+    @property
+    def kind(self) -> str:
+        return "postgresql"
+
+    def __str__(self) -> str:
+        return f"postgresql://{self.user}@{self.host}:{self.port}/{self.database}"
+
 
 @dataclass(frozen=True)
 class Security:

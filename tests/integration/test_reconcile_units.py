@@ -27,8 +27,15 @@ def test_urls() -> None:
     assert db.password == "x"
     with pytest.raises(ConfigError, match=r"\$NOPE, which is not set"):
         parse_url("mysql://u@h:1?password_env=NOPE", {})
-    with pytest.raises(ConfigError, match="must start with mysql://"):
+    with pytest.raises(ConfigError, match="must start with mysql:// or mariadb:// —"):
         parse_url("postgres://u:secret@h:1")
+    pg = parse_url("postgresql://u@h?password_env=PW", {"PW": "z"}, postgres=True)
+    assert (pg.kind, pg.host, pg.port, pg.user, pg.password) == ("postgresql", "h", 5432, "u", "z")
+    assert pg.database == "u"  # as libpq: the user's name  # type: ignore[attr-defined]
+    pg = parse_url("postgres://u@h:6/warehouse", postgres=True)
+    assert (pg.port, pg.database, str(pg)) == (6, "warehouse", "postgresql://u@h:6/warehouse")  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="one database name"):
+        parse_url("postgresql://u@h/a/b", postgres=True)
     with pytest.raises(ConfigError, match="names a database") as info:
         parse_url("mysql://u:secret@h:1/shop")
     assert "secret" not in str(info.value)  # passwords never appear in messages

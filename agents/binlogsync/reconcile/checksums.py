@@ -21,8 +21,8 @@ CONCAT_WS skips NULL arguments; the trailing flags say which columns were NULL, 
 differ and a NULL cannot shift the fields either. Number and temporal text never contains ','.
 The encoding is therefore injective: two rows encode alike only if every column is alike.
 
-Per-row hash, one of two (`--hash`; `auto` takes `crc` when every server has CRC32C, which
-MariaDB has from 10.8, and `sha1` otherwise):
+Per-row hash, one of three (`--hash`; `auto` takes `md5` when a target is PostgreSQL, else
+`crc` when every server has CRC32C, which MariaDB has from 10.8, and `sha1` otherwise):
 
     crc    a·b + a + b with a = CRC32(enc) and b = CRC32C(enc): two CRCs of different
            polynomials, mixed by a product so the hash is not linear. The encoding is built
@@ -31,6 +31,12 @@ MariaDB has from 10.8, and `sha1` otherwise):
            is below 2**64 ((a+1)(b+1) - 1), so BIGINT UNSIGNED holds it without overflow.
     sha1   the first 64 bits of SHA-1 of the encoding, as an unsigned integer:
            `CAST(CONV(SUBSTRING(SHA1(enc), 1, 16), 16, 10) AS UNSIGNED)`.
+    md5    the same of MD5: the one strong hash PostgreSQL has without an extension. It
+           also makes the encoding *portable* (pgsql.py computes it byte for byte in
+           PostgreSQL): DOUBLE and FLOAT are encoded as `e:m`, the binary exponent and the
+           53-bit integer mantissa (v = m * 2**(e-52)), computed by IEEE arithmetic that both
+           servers do alike, instead of as text, whose exponent form and, at the rounding
+           boundary, digits differ between the two; per-column hashes are MD5 too.
 
 A chunk's checksum is `COUNT(*), SUM(hash)`: SUM of BIGINT UNSIGNED is an exact DECIMAL, so
 nothing wraps or rounds. Unlike pt-table-checksum's `BIT_XOR(CRC32(…))`, a sum of a
@@ -50,7 +56,7 @@ Identifiers are backtick-quoted; every value (range bounds, keys) is a `%s` para
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +66,8 @@ from ..apply.statements import ident, qualified
 from .schema import TablePair
 
 JSON_MODES = ("text", "value")
-HASHES = ("crc", "sha1")
+HASHES = ("crc", "sha1", "md5")
+PORTABLE = "md5"  # the hash whose encoding PostgreSQL computes too
 HASH_CHOICES = ("auto", *HASHES)
 _ROW = "@binlogsync_row"  # the session variable that holds a row's encoding for its second CRC
 
@@ -74,6 +81,12 @@ class Encoding:
     nullable: tuple[str, ...]  # columns with a NULL flag, in column order
     json: tuple[str, ...] = ()  # JSON columns normalised (json="value")
     hash: str = "sha1"  # the per-row hash (HASHES)
+    types: tuple[str, ...] = ()  # the source's DATA_TYPE per column (for pgsql.py)
+    fractions: tuple[int, ...] = ()  # fraction digits of temporal columns, else 0
+
+    @property
+    def portable(self) -> bool:
+        return self.hash == PORTABLE
 
     @classmethod
     def of(cls, pairs: Sequence[TablePair], json: str = "text", hash: str = "sha1") -> Encoding:
@@ -89,7 +102,10 @@ class Encoding:
         normalised = (
             tuple(c for c in pair.columns if pair.source.column(c).json) if json == "value" else ()
         )
-        return cls(pair.columns, kinds, nullable, normalised, hash)
+        columns = [pair.source.column(c) for c in pair.columns]
+        types = tuple(c.data_type for c in columns)
+        fractions = tuple(c.fraction for c in columns)
+        return cls(pair.columns, kinds, nullable, normalised, hash, types, fractions)
 
     def _value(self, name: str) -> str:
         col = ident(name)
@@ -97,7 +113,9 @@ class Encoding:
 
     def _fields(self, name: str, kind: str) -> list[str]:
         value = self._value(name)
-        if kind in ("number", "temporal"):
+        if kind in ("double", "float") and self.portable:
+            return [portable_double(f"({value} + 0e0)")]
+        if kind in ("number", "temporal", "double"):
             return [value]
         if kind == "float":
             return [f"({value} + 0e0)"]
@@ -122,11 +140,12 @@ class Encoding:
         return tuple(c for c, k in zip(self.columns, self.kinds, strict=True) if k == "float")
 
     def column_hashes(self) -> list[str]:
-        """One expression per column: SHA-1 hex of 'V' + value, NULL for NULL."""
+        """One expression per column: SHA-1 (portable: MD5) hex of 'V' + value, NULL for NULL."""
+        function = "MD5" if self.portable else "SHA1"
         out = []
         for name, kind in zip(self.columns, self.kinds, strict=True):
             value = self._fields(name, kind)[-1]
-            out.append(f"SHA1(CONCAT('V', {value}))")
+            out.append(f"{function}(CONCAT('V', {value}))")
         return out
 
 
@@ -136,7 +155,20 @@ def hash64(expression: str, hash: str = "sha1") -> str:
     that (tests/integration/test_reconcile_hash.py)."""
     if hash == "crc":
         return f"(CRC32({_ROW} := {expression}) * CRC32C({_ROW}) + CRC32({_ROW}) + CRC32C({_ROW}))"
-    return f"CAST(CONV(SUBSTRING(SHA1({expression}), 1, 16), 16, 10) AS UNSIGNED)"
+    function = "MD5" if hash == "md5" else "SHA1"
+    return f"CAST(CONV(SUBSTRING({function}({expression}), 1, 16), 16, 10) AS UNSIGNED)"
+
+
+def portable_double(v: str) -> str:
+    """A double as `e:m` (module doc), '0' or '-0' for zeros. LOG2 only estimates the exponent;
+    the quotient then corrects it by one either way, and division by a power of two is exact."""
+    e0 = f"FLOOR(LOG2(ABS({v})))"
+    q = f"(ABS({v}) / POW(2, {e0}))"
+    e = f"({e0} + ({q} >= 2) - ({q} < 1))"
+    return (
+        f"IF({v} = 0, IF(CAST({v} AS CHAR) LIKE '-%%', '-0', '0'), "
+        f"CONCAT({e}, ':', CAST({v} / POW(2, {e}) * 4503599627370496 AS SIGNED)))"
+    )
 
 
 def crc_available(cur: Any) -> bool:
@@ -150,10 +182,11 @@ def crc_available(cur: Any) -> bool:
 
 
 Bound = tuple[Any, ...]  # a key prefix: values of the first len(bound) key columns
+Quote = Callable[[str], str]  # quotes an identifier for one dialect
 
 
 def range_where(
-    key: Sequence[str], lower: Bound | None, upper: Bound | None
+    key: Sequence[str], lower: Bound | None, upper: Bound | None, quote: Quote = ident
 ) -> tuple[str, list[Any]]:
     """WHERE text and parameters for `lower <= key < upper` in key order.
 
@@ -164,25 +197,27 @@ def range_where(
     clauses: list[str] = []
     params: list[Any] = []
     if lower is not None:
-        sql, p = _compare(key, lower, ">")
+        sql, p = _compare(key, lower, ">", quote=quote)
         clauses.append(sql)
         params.extend(p)
     if upper is not None:
-        sql, p = _compare(key, upper, "<")
+        sql, p = _compare(key, upper, "<", quote=quote)
         clauses.append(sql)
         params.extend(p)
     return (" AND ".join(clauses) if clauses else "TRUE"), params
 
 
-def after_where(key: Sequence[str], after: Bound | None) -> tuple[str, list[Any]]:
+def after_where(
+    key: Sequence[str], after: Bound | None, quote: Quote = ident
+) -> tuple[str, list[Any]]:
     """WHERE text and parameters for `key > after` in key order (keyset paging)."""
     if after is None:
         return "TRUE", []
-    return _compare(key, after, ">", strict=True)
+    return _compare(key, after, ">", strict=True, quote=quote)
 
 
 def _compare(
-    key: Sequence[str], bound: Bound, op: str, strict: bool = False
+    key: Sequence[str], bound: Bound, op: str, strict: bool = False, quote: Quote = ident
 ) -> tuple[str, list[Any]]:
     """key >= bound (op '>', or key > bound when `strict`) or key < bound (op '<'), for a
     bound that is a key prefix."""
@@ -190,22 +225,24 @@ def _compare(
     params: list[Any] = []
     n = len(bound)
     for i in range(n):
-        eqs = [f"{ident(key[j])} = %s" for j in range(i)]
+        eqs = [f"{quote(key[j])} = %s" for j in range(i)]
         last = i == n - 1
         comparison = op + ("=" if last and op == ">" and not strict else "")
-        terms.append(" AND ".join([*eqs, f"{ident(key[i])} {comparison} %s"]))
+        terms.append(" AND ".join([*eqs, f"{quote(key[i])} {comparison} %s"]))
         params.extend(bound[: i + 1])
     return "(" + " OR ".join(f"({t})" for t in terms) + ")", params
 
 
-def keys_where(key: Sequence[str], keys: Sequence[tuple[Any, ...]]) -> tuple[str, list[Any]]:
+def keys_where(
+    key: Sequence[str], keys: Sequence[tuple[Any, ...]], quote: Quote = ident
+) -> tuple[str, list[Any]]:
     """WHERE text and parameters matching exactly `keys` (full key tuples)."""
     if not keys:
         return "FALSE", []
     if len(key) == 1:
         marks = ", ".join(["%s"] * len(keys))
-        return f"{ident(key[0])} IN ({marks})", [k[0] for k in keys]
-    one = "(" + " AND ".join(f"{ident(c)} = %s" for c in key) + ")"
+        return f"{quote(key[0])} IN ({marks})", [k[0] for k in keys]
+    one = "(" + " AND ".join(f"{quote(c)} = %s" for c in key) + ")"
     return "(" + " OR ".join([one] * len(keys)) + ")", [v for k in keys for v in k]
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply.statements import ident, qualified
-from .checksums import Bound, keys_where, range_where
+from .checksums import Bound, Quote, keys_where, range_where
 from .schema import INTEGER_TYPES, TablePair
 
 FANOUT = 16  # a split chunk becomes at least this many pieces
@@ -43,10 +43,10 @@ class Chunk:
     estimate: int = 0  # rows expected (for balancing tasks), 0 = unknown
     keys: tuple[tuple[Any, ...], ...] | None = None  # given: exactly these keys (--since-last)
 
-    def where(self, key: Sequence[str]) -> tuple[str, list[Any]]:
+    def where(self, key: Sequence[str], quote: Quote = ident) -> tuple[str, list[Any]]:
         if self.keys is not None:
-            return keys_where(key, self.keys)
-        return range_where(key, self.lower, self.upper)
+            return keys_where(key, self.keys, quote)
+        return range_where(key, self.lower, self.upper, quote)
 
     def describe(self) -> str:
         if self.keys is not None:
@@ -74,10 +74,12 @@ def first_key_is_integer(pair: TablePair) -> bool:
     return pair.source.column(pair.key[0]).data_type in INTEGER_TYPES
 
 
-def key_extent(cursor: Any, schema: str, table: str, column: str) -> tuple[Any, Any]:
+def key_extent(
+    cursor: Any, schema: str, table: str, column: str, quote: Quote = ident
+) -> tuple[Any, Any]:
     """Smallest and largest value of the first key column (None, None when empty)."""
-    col = ident(column)
-    cursor.execute(f"SELECT MIN({col}), MAX({col}) FROM {qualified(schema, table)}")
+    col = quote(column)
+    cursor.execute(f"SELECT MIN({col}), MAX({col}) FROM {quote(schema)}.{quote(table)}")
     low, high = cursor.fetchone()
     return low, high
 
@@ -150,20 +152,21 @@ def plan(
     table: int,
     pair: TablePair,
     source_cursor: Any,
-    target_cursors: Sequence[Any],
+    target_cursors: Sequence[tuple[Any, Quote]],
     chunk_rows: int,
 ) -> list[Chunk]:
-    """The first-level chunks of one table (boundaries from the source, extent from all)."""
+    """The first-level chunks of one table (boundaries from the source, extent from all; each
+    target cursor comes with its dialect's identifier quoting)."""
     estimate = max(
         [pair.source.rows_estimate, *(pair.target.rows_estimate for _ in target_cursors)]
     )
     if first_key_is_integer(pair):
         lows, highs = [], []
-        for cur, (schema, name) in [
-            (source_cursor, (pair.source.schema, pair.source.table)),
-            *((c, (pair.target.schema, pair.target.table)) for c in target_cursors),
+        for cur, quote, (schema, name) in [
+            (source_cursor, ident, (pair.source.schema, pair.source.table)),
+            *((c, q, (pair.target.schema, pair.target.table)) for c, q in target_cursors),
         ]:
-            low, high = key_extent(cur, schema, name, pair.key[0])
+            low, high = key_extent(cur, schema, name, pair.key[0], quote)
             if low is not None:
                 lows.append(int(low))
                 highs.append(int(high))

@@ -38,9 +38,9 @@ from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, ConfigError
 from ..position import Position
 from . import chunks as chunking
-from . import pinning, schema, verified
+from . import dialects, pgsql, pinning, postgres, schema, verified
 from .changed import changed_keys
-from .checksums import HASH_CHOICES, Encoding, crc_available
+from .checksums import HASH_CHOICES, PORTABLE, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
 from .inprocess import InProcess
@@ -118,6 +118,25 @@ class Options:
                 )
         if self.repair is not None and self.out is None:
             raise ConfigError("a repair needs --out DIR (the report and the repair go there)")
+        if any(postgres.is_postgres(t) for t in self.targets):
+            if self.repair == "sql":
+                raise ConfigError(
+                    "--repair=sql writes MariaDB/MySQL statements; a PostgreSQL target is "
+                    "repaired through the hub",
+                    "use --repair (with --via, --origin and --target-host)",
+                )
+            if self.json != "text":
+                raise ConfigError(
+                    "--json value compares JSON by MariaDB's JSON_NORMALIZE, which PostgreSQL "
+                    "does not have",
+                    "compare PostgreSQL targets with --json text (the default)",
+                )
+            if self.hash not in ("auto", PORTABLE):
+                raise ConfigError(
+                    f"--hash {self.hash} cannot be computed in PostgreSQL (it has neither "
+                    "CRC32 nor SHA-1 without an extension)",
+                    f"use --hash auto or --hash {PORTABLE} with a PostgreSQL target",
+                )
 
     def target_label(self, index: int) -> str:
         if index < len(self.target_hosts):
@@ -260,16 +279,25 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
     try:
         for i, db in enumerate(options.targets):
             label = options.target_label(i)
+            side = dialects.of(db)
             try:
-                conn = connect(db, f"target {label}")
-                pins[i] = pinning.detect(conn, options.pin, options.origin, f"target {label}")
+                conn = side.connect(db, f"target {label}")
+                detect = postgres.detect if side is dialects.PostgreSQL else pinning.detect
+                try:
+                    pins[i] = detect(conn, options.pin, options.origin, f"target {label}")
+                except BaseException:
+                    side.close(conn)
+                    raise
                 targets[i] = conn
             except BinlogsyncError as exc:
                 report.target_error(i, str(exc))
         servers = {"source": source} | {
-            f"target {options.target_label(t)}": conn for t, conn in targets.items()
+            f"target {options.target_label(t)}": conn
+            for t, conn in targets.items()
+            if not postgres.is_postgres(options.targets[t])
         }
-        report.hash = _choose_hash(options.hash, servers)
+        portable = any(postgres.is_postgres(db) for db in options.targets)
+        report.hash = PORTABLE if portable else _choose_hash(options.hash, servers)
         states = [_TableState(i, name) for i, name in enumerate(options.tables)]
         with source.cursor() as src:
             for state in states:
@@ -284,19 +312,21 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
                 continue
             if options.since_last and _since_last(options, state, targets, pins, report):
                 continue
-            cursors = [targets[t].cursor() for t in state.pairs]
+            cursors = [
+                (targets[t].cursor(), dialects.of(options.targets[t]).quote) for t in state.pairs
+            ]
             try:
                 with source.cursor() as src:
                     state.chunks = chunking.plan(
                         state.index, state.pairs[min(state.pairs)], src, cursors, options.chunk_rows
                     )
             finally:
-                for cur in cursors:
+                for cur, _quote in cursors:
                     cur.close()
     finally:
         close(source)
-        for conn in targets.values():
-            close(conn)
+        for t, conn in targets.items():
+            dialects.of(options.targets[t]).close(conn)
     target_specs = tuple(
         TargetSpec(db, options.target_label(i), pins.get(i, Pin("none")))
         for i, db in enumerate(options.targets)
@@ -351,7 +381,8 @@ def _since_last(
         return False
     since: Position | None = None
     for t in sorted(state.pairs):
-        last = verified.read(targets[t], state.name, _target_table(state, t))
+        read = postgres.read_verified if postgres.is_postgres(options.targets[t]) else verified.read
+        last = read(targets[t], state.name, _target_table(state, t))
         if last is None:
             state.notes.append(
                 f"--since-last: compared whole (no earlier run found it equal on target "
@@ -385,8 +416,10 @@ def _record_verified(options: Options, report: Report) -> None:
         if r.pin and not r.pin.startswith("none") and r.target_table:
             by_target.setdefault(r.target_index, []).append(r)
     for t, entries in by_target.items():
+        side = dialects.of(options.targets[t])
+        write = postgres.write_verified if side is dialects.PostgreSQL else verified.write
         try:
-            conn = connect(options.targets[t], f"target {options.target_label(t)}")
+            conn = side.connect(options.targets[t], f"target {options.target_label(t)}")
         except BinlogsyncError as exc:
             for r in entries:
                 r.notes.append(f"the verified position was not recorded: {exc}")
@@ -395,21 +428,20 @@ def _record_verified(options: Options, report: Report) -> None:
             for r in entries:
                 equal = r.status == "equal" and not report.errors
                 try:
-                    verified.write(
-                        conn, r.table, r.target_table, report.position if equal else None
-                    )
-                except pymysql.err.MySQLError as exc:
+                    write(conn, r.table, r.target_table, report.position if equal else None)
+                except side.errors as exc:
+                    reason = exc.args[-1] if isinstance(exc, pymysql.err.MySQLError) else exc
                     r.notes.append(
                         f"the verified position was not recorded in {verified.TABLE} "
-                        f"({exc.args[-1]}); the next --since-last run compares it whole"
+                        f"({str(reason).strip()}); the next --since-last run compares it whole"
                     )
         finally:
-            close(conn)
+            side.close(conn)
 
 
 def _choose_hash(requested: str, servers: Mapping[str, Any]) -> str:
     """The per-row hash: `requested`, or for auto `crc` when every server has it."""
-    if requested == "sha1":
+    if requested in ("sha1", PORTABLE):
         return requested
     for label, conn in servers.items():
         with conn.cursor() as cur:
@@ -441,11 +473,18 @@ def _describe(
         return
     target_schema = options.renames.get(schema_name, schema_name)
     defs: dict[int, schema.TableDef] = {}
+    pg_types: dict[int, dict[str, str]] = {}
     for t, conn in targets.items():
         label = options.target_label(t)
         with conn.cursor() as cur:
             try:
-                found = schema.describe(cur, target_schema, table_name)
+                if postgres.is_postgres(options.targets[t]):
+                    described = postgres.describe(cur, target_schema, table_name)
+                    found = None if described is None else described[0]
+                    if described is not None:
+                        pg_types[t] = described[1]
+                else:
+                    found = schema.describe(cur, target_schema, table_name)
             except BinlogsyncError as exc:
                 state.errors[t] = str(exc)
                 continue
@@ -475,10 +514,23 @@ def _describe(
         except BinlogsyncError as exc:
             state.errors[t] = str(exc)
             continue
+        if t in pg_types:
+            # Its types are PostgreSQL's, never the source's: pgsql.unsupported says below
+            # whether they are the ones the source's map to.
+            pair = replace(pair, notes=())
         if left_out.get(t):
             note = f"compared only the shared columns; not compared: {', '.join(left_out[t])}"
             pair = replace(pair, notes=(*pair.notes, note))
         state.pairs[t] = pair
+    if not state.pairs:
+        return
+    pairs = [state.pairs[t] for t in sorted(state.pairs)]
+    encoding = Encoding.of(pairs, options.json, hash)
+    for t in sorted(pg_types):
+        why = pgsql.unsupported(encoding, pg_types[t]) if t in state.pairs else ""
+        if why:
+            state.errors[t] = f"{state.name} on target {options.target_label(t)}: {why}"
+            del state.pairs[t]
     if not state.pairs:
         return
     pairs = [state.pairs[t] for t in sorted(state.pairs)]
@@ -494,8 +546,10 @@ def _describe(
         ),
         pairs[0].key,
         pairs[0].columns,
-        Encoding.of(pairs, options.json, hash),
+        encoding,
         chunking.first_key_is_integer(pairs[0]),
+        tuple(pg_types.get(t) for t in range(len(options.targets))),
+        tuple(source.column(c).data_type in schema.INTEGER_TYPES for c in pairs[0].key),
     )
 
 

@@ -129,7 +129,7 @@ def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
 
     return Options(
         source=parse_url(args.source, env, SOURCE_PASSWORD_ENV),
-        targets=tuple(parse_url(u, env, TARGET_PASSWORD_ENV) for u in args.target),
+        targets=tuple(parse_url(u, env, TARGET_PASSWORD_ENV, postgres=True) for u in args.target),
         tables=tuple(t.strip() for t in args.tables.split(",") if t.strip()),
         out=Path(args.out) if args.out else None,
         repair=args.repair,

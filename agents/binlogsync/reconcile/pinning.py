@@ -27,6 +27,7 @@ rows changed in between are what the re-check rounds in tasks.py sort out.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,21 +228,7 @@ def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
     if requested in ("auto", "checkpoint"):
         origins = _checkpoint_origins(conn)
         if origins is not None and (origins or requested == "checkpoint"):
-            if origin is None:
-                if len(origins) != 1:
-                    raise PinError(
-                        f"{label} applies changes of {len(origins)} origins "
-                        f"({', '.join(origins) or 'none yet'}); which one is the source?",
-                        "name it with --origin NAME (the origin's host name in the hub config)",
-                    )
-                origin = origins[0]
-            if origin not in origins:
-                raise PinError(
-                    f"{label} has no checkpoint for origin {origin!r} "
-                    f"(it has: {', '.join(origins) or 'none'})",
-                    "check --origin, and that the target's agent has applied something of it",
-                )
-            return Pin("checkpoint", origin)
+            return Pin("checkpoint", choose_origin(origins, origin, label))
         if requested == "checkpoint":
             raise PinError(
                 f"{label} has no binlogsync.checkpoint table: it is not a binlogsync target",
@@ -264,6 +251,25 @@ def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
     if requested == "gtid":
         raise PinError(f"{label} is not a native replica", "use --pin none for a static copy")
     return Pin("none")
+
+
+def choose_origin(origins: list[str], origin: str | None, label: str) -> str:
+    """The origin whose checkpoint pins a target: `origin`, or the only one it has."""
+    if origin is None:
+        if len(origins) != 1:
+            raise PinError(
+                f"{label} applies changes of {len(origins)} origins "
+                f"({', '.join(origins) or 'none yet'}); which one is the source?",
+                "name it with --origin NAME (the origin's host name in the hub config)",
+            )
+        origin = origins[0]
+    if origin not in origins:
+        raise PinError(
+            f"{label} has no checkpoint for origin {origin!r} "
+            f"(it has: {', '.join(origins) or 'none'})",
+            "check --origin, and that the target's agent has applied something of it",
+        )
+    return origin
 
 
 def _is_mariadb(cur: Any) -> bool:
@@ -315,9 +321,16 @@ class Waiter:
     """Waits until one target has applied a source position (one per target connection)."""
 
     def __init__(
-        self, pin: Pin, target: Any, label: str, timeout: float, source_factory: Any = None
+        self,
+        pin: Pin,
+        target: Any,
+        label: str,
+        timeout: float,
+        source_factory: Any = None,
+        read_applied: Callable[[Any, str], Position | None] | None = None,
     ) -> None:
         self.pin, self.target, self.label, self.timeout = pin, target, label, timeout
+        self._applied = read_applied or applied  # the target's own checkpoint reader
         self._source_factory = source_factory  # opens a source session for nothing_between
         self._source: Any = None
         self._reached: Position | None = None  # a position known to be applied
@@ -357,7 +370,7 @@ class Waiter:
         deadline = time.monotonic() + self.timeout
         pause, last_check = 0.001, time.monotonic() - 0.18  # first look after ~20 ms
         while True:
-            current = applied(self.target, self.pin.origin)
+            current = self._applied(self.target, self.pin.origin)
             if current is not None and current.key >= position.key:
                 return
             now = time.monotonic()

@@ -35,8 +35,9 @@ from ..apply.statements import ident, qualified, time_literal
 from ..errors import BinlogsyncError, RepairError
 from ..model import Change
 from ..position import Position
-from . import checksums, pinning
+from . import checksums, dialects, pinning
 from .connections import close, connect
+from .dialects import MySQL
 from .tasks import KEY_BATCH, Context, RowResult, TableSpec
 
 if TYPE_CHECKING:
@@ -103,7 +104,11 @@ def _keys(options: Options, report: Report) -> dict[tuple[int, int], list[tuple[
 
 
 def _images(
-    conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[tuple[Any, ...]]
+    conn: Any,
+    side: tuple[str, str],
+    table: TableSpec,
+    keys: Sequence[tuple[Any, ...]],
+    dialect: dialects.Dialect = MySQL,
 ) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     n = len(table.key)
     columns = [*table.key, *(c for c in table.columns if c not in table.key)]
@@ -111,13 +116,13 @@ def _images(
     out = {}
     with conn.cursor() as cur:
         for start in range(0, len(keys), KEY_BATCH):
-            where, params = checksums.keys_where(table.key, keys[start : start + KEY_BATCH])
-            cur.execute(
-                checksums.rows_sql(side[0], side[1], columns, where, table.encoding.floats),
-                params,
-            )
+            batch = keys[start : start + KEY_BATCH]
+            where, params = checksums.keys_where(table.key, batch, dialect.quote)
+            cur.execute(dialect.rows_sql(side, columns, where, table.encoding.floats), params)
             for r in cur.fetchall():
-                out[tuple(r[:n])] = tuple(r[i] for i in order)
+                key = dialect.key(tuple(r[:n]), table.integer_columns)
+                values = (*key, *r[n:])
+                out[key] = tuple(values[i] for i in order)
     return out
 
 
@@ -140,7 +145,8 @@ def _plan_batch(
     gone = [k for k in keys if k not in upserts]
     side = table.targets[t]
     assert side is not None
-    deletes = list(_images(target, side, table, gone).values()) if gone else []
+    dialect = ctx.targets[t].dialect
+    deletes = list(_images(target, side, table, gone, dialect).values()) if gone else []
     return position, list(upserts.values()), deletes
 
 
@@ -153,7 +159,8 @@ def send(
     host = options.target_hosts[t]
     counts: dict[str, Any] = {"upserts": 0, "deletes": 0, "batches": 0, "snapshots": []}
     source = connect(ctx.source, "source")
-    target = connect(ctx.targets[t].db, f"target {ctx.targets[t].label}")
+    dialect = ctx.targets[t].dialect
+    target = dialect.connect(ctx.targets[t].db, f"target {ctx.targets[t].label}")
     try:
         for i, table_keys in keys.items():
             table = ctx.tables[i]
@@ -179,11 +186,11 @@ def send(
                 counts["deletes"] += len(deletes)
                 counts["batches"] += 1
                 counts["snapshots"].append(str(position))
-    except pymysql.err.MySQLError as exc:
+    except dialects.query_errors() as exc:
         raise RepairError(f"reading row images for the repair of {host} failed: {exc}") from exc
     finally:
         close(source)
-        close(target)
+        dialect.close(target)
     return counts
 
 

@@ -20,7 +20,8 @@ from ..errors import TableError
 from ..tables import SYSTEM_SCHEMAS
 
 INTEGER_TYPES = frozenset({"tinyint", "smallint", "mediumint", "int", "integer", "bigint"})
-NUMBER_TYPES = INTEGER_TYPES | {"decimal", "numeric", "double", "real", "year"}
+NUMBER_TYPES = INTEGER_TYPES | {"decimal", "numeric", "year"}
+DOUBLE_TYPES = frozenset({"double", "real"})
 FLOAT_TYPES = frozenset({"float"})
 TEMPORAL_TYPES = frozenset({"date", "datetime", "timestamp", "time"})
 BIT_TYPES = frozenset({"bit"})
@@ -39,9 +40,11 @@ class Column:
 
     @property
     def kind(self) -> str:
-        """How the value is encoded: number, float, temporal, bit or bytes."""
+        """How the value is encoded: number, double, float, temporal, bit or bytes."""
         if self.data_type in NUMBER_TYPES:
             return "number"
+        if self.data_type in DOUBLE_TYPES:
+            return "double"
         if self.data_type in FLOAT_TYPES:
             return "float"
         if self.data_type in TEMPORAL_TYPES:
@@ -49,6 +52,12 @@ class Column:
         if self.data_type in BIT_TYPES:
             return "bit"
         return "bytes"
+
+    @property
+    def fraction(self) -> int:
+        """Fraction digits of a DATETIME(n), TIMESTAMP(n) or TIME(n); 0 for other types."""
+        found = re.search(r"\((\d+)\)", self.column_type)
+        return int(found.group(1)) if found and self.data_type in TEMPORAL_TYPES else 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -45,11 +45,12 @@ from typing import Any
 from ..config import DatabaseSettings
 from ..errors import BinlogsyncError
 from ..position import Position
-from . import checksums, pinning
+from . import checksums, dialects, pinning
 from . import chunks as chunking
 from .checksums import Encoding
 from .chunks import Chunk
 from .connections import close, connect
+from .dialects import MySQL
 from .pinning import Pin, Waiter
 
 KEY_BATCH = 500  # keys per by-key query
@@ -63,6 +64,10 @@ class TargetSpec:
     label: str
     pin: Pin
 
+    @property
+    def dialect(self) -> dialects.Dialect:
+        return dialects.of(self.db)
+
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
@@ -74,6 +79,13 @@ class TableSpec:
     columns: tuple[str, ...]
     encoding: Encoding
     integer_key: bool = False
+    # per target index: its column types where it is PostgreSQL (pgsql.py), else None
+    target_types: tuple[Mapping[str, str] | None, ...] = ()
+    integer_columns: tuple[bool, ...] = ()  # per key column: an integer on the source
+
+    def types(self, t: int) -> Mapping[str, str]:
+        found = self.target_types[t] if t < len(self.target_types) else None
+        return found or {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +166,23 @@ class _Sessions:
     def target(self, index: int) -> tuple[Any, Waiter]:
         if index not in self.targets:
             spec = self.ctx.targets[index]
-            conn = connect(spec.db, f"target {spec.label}")
+            conn = spec.dialect.connect(spec.db, f"target {spec.label}")
             waiter = Waiter(
                 spec.pin,
                 conn,
                 f"target {spec.label}",
                 self.ctx.wait_timeout,
                 lambda: connect(self.ctx.source, "source"),
+                spec.dialect.applied,
             )
             self.targets[index] = (conn, waiter)
         return self.targets[index]
+
+    def begin(self, index: int) -> None:
+        """Open a snapshot on target `index` (after its wait)."""
+        conn = self.targets[index][0]
+        with conn.cursor() as cur:
+            cur.execute(self.ctx.targets[index].dialect.snapshot)
 
     def pool(self, index: int) -> ThreadPoolExecutor:
         if index not in self.pools:
@@ -174,9 +193,9 @@ class _Sessions:
         for pool in self.pools.values():
             pool.shutdown(wait=True)
         close(self.source)
-        for conn, waiter in self.targets.values():
+        for index, (conn, waiter) in self.targets.items():
             waiter.close()
-            close(conn)
+            self.ctx.targets[index].dialect.close(conn)
 
 
 def _guard(ctx: Context, run: Callable[[_Sessions], Iterator[Any]]) -> Iterator[Any]:
@@ -204,7 +223,7 @@ def _query_error(exc: BaseException, label: str, table: TableSpec) -> Binlogsync
     if isinstance(exc, BinlogsyncError):
         return exc
     args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
-    reason = args[1] if len(args) > 1 else str(exc)
+    reason = args[1] if len(args) > 1 else str(exc).strip()
     return BinlogsyncError(f"{table.name} on {label}: {reason}")
 
 
@@ -248,7 +267,7 @@ def _checksum_chunk(
                     ),
                 )
             )
-        source = _checksum(s.source, table.source, table, chunk)
+        source = _checksum(s.source, MySQL, table.source, table, chunk, {})
     except _Failed:
         raise
     except Exception as exc:
@@ -264,10 +283,17 @@ def _checksum_chunk(
     return ChunkResult(chunk, position, source, tuple(sums), time.monotonic() - started)
 
 
-def _checksum(conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk) -> SideSum:
-    where, params = chunk.where(table.key)
+def _checksum(
+    conn: Any,
+    dialect: dialects.Dialect,
+    side: tuple[str, str],
+    table: TableSpec,
+    chunk: Chunk,
+    types: Mapping[str, str],
+) -> SideSum:
+    where, params = chunk.where(table.key, dialect.quote)
     with conn.cursor() as cur:
-        cur.execute(checksums.checksum_sql(side[0], side[1], table.encoding, where), params)
+        cur.execute(dialect.checksum_sql(side, table.encoding, types, where), params)
         count, total = cur.fetchone()
     return SideSum(int(count), Decimal(total))
 
@@ -284,12 +310,13 @@ def _target_checksum(
     side = table.targets[t]
     assert side is not None
     label = f"target {ctx.targets[t].label}"
+    dialect = ctx.targets[t].dialect
     try:
         waiter.wait(position)
         with conn.cursor() as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            cur.execute(dialect.snapshot)
         try:
-            return _checksum(conn, side, table, chunk)
+            return _checksum(conn, dialect, side, table, chunk, table.types(t))
         finally:
             pinning.end(conn)
     except Exception as exc:
@@ -315,7 +342,7 @@ def rows_partition(
             except (BinlogsyncError, OSError) as exc:
                 yield TaskError(table.index, t, str(_query_error(exc, "a database", table)))
             except Exception as exc:
-                if type(exc).__module__.startswith("pymysql"):
+                if isinstance(exc, dialects.query_errors()):
                     label = f"target {ctx.targets[t].label} or the source"
                     yield TaskError(table.index, t, str(_query_error(exc, label, table)))
                 else:
@@ -341,7 +368,9 @@ def _compare_chunk(
     if max(source_rows, target_rows) <= ctx.max_task_rows or depth >= 32:
         yield _compare_rows(ctx, s, table, t, chunk)
         return
-    on_target = target_rows > source_rows
+    # The walk and the extent run on the fuller side; a PostgreSQL target's key order may
+    # differ from MariaDB's collation, so its chunks are always cut on the source.
+    on_target = target_rows > source_rows and ctx.targets[t].dialect is MySQL
     conn = s.target(t)[0] if on_target else s.source
     side = table.targets[t] if on_target else table.source
     assert side is not None
@@ -365,15 +394,18 @@ def _compare_chunk(
 
 
 def _row_hashes(
-    conn: Any, side: tuple[str, str], table: TableSpec, chunk: Chunk
+    conn: Any,
+    dialect: dialects.Dialect,
+    side: tuple[str, str],
+    table: TableSpec,
+    chunk: Chunk,
+    types: Mapping[str, str],
 ) -> dict[tuple[Any, ...], int]:
-    where, params = chunk.where(table.key)
+    where, params = chunk.where(table.key, dialect.quote)
     n = len(table.key)
     with conn.cursor() as cur:
-        cur.execute(
-            checksums.row_hashes_sql(side[0], side[1], table.key, table.encoding, where), params
-        )
-        return {tuple(r[:n]): int(r[n]) for r in cur.fetchall()}
+        cur.execute(dialect.row_hashes_sql(side, table.key, table.encoding, types, where), params)
+        return {dialect.key(tuple(r[:n]), table.integer_columns): int(r[n]) for r in cur.fetchall()}
 
 
 def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: Chunk) -> RowResult:
@@ -384,16 +416,15 @@ def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: C
 
     def target_side() -> dict[tuple[Any, ...], int]:
         waiter.wait(position)
-        with conn.cursor() as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        s.begin(t)
         try:
-            return _row_hashes(conn, side, table, chunk)
+            return _row_hashes(conn, ctx.targets[t].dialect, side, table, chunk, table.types(t))
         finally:
             pinning.end(conn)
 
     future = s.pool(t).submit(target_side)
     try:
-        source = _row_hashes(s.source, table.source, table, chunk)
+        source = _row_hashes(s.source, MySQL, table.source, table, chunk, {})
     finally:
         pinning.end(s.source)
     target = future.result()
@@ -411,7 +442,12 @@ Image = tuple[str | None, ...] | None  # per-column hashes of a row; None = no s
 
 
 def _images(
-    conn: Any, side: tuple[str, str], table: TableSpec, keys: Sequence[tuple[Any, ...]]
+    conn: Any,
+    side: tuple[str, str],
+    table: TableSpec,
+    keys: Sequence[tuple[Any, ...]],
+    dialect: dialects.Dialect = MySQL,
+    types: Mapping[str, str] | None = None,
 ) -> dict[tuple[Any, ...], Image]:
     """Per-column hashes of `keys` (in the caller's transaction); absent keys map to None."""
     out: dict[tuple[Any, ...], Image] = dict.fromkeys(keys)
@@ -419,13 +455,13 @@ def _images(
     with conn.cursor() as cur:
         for start in range(0, len(keys), KEY_BATCH):
             batch = keys[start : start + KEY_BATCH]
-            where, params = checksums.keys_where(table.key, batch)
+            where, params = checksums.keys_where(table.key, batch, dialect.quote)
             cur.execute(
-                checksums.column_hashes_sql(side[0], side[1], table.key, table.encoding, where),
+                dialect.column_hashes_sql(side, table.key, table.encoding, types or {}, where),
                 params,
             )
             for r in cur.fetchall():
-                key = tuple(r[:n])
+                key = dialect.key(tuple(r[:n]), table.integer_columns)
                 if key in out:
                     out[key] = tuple(r[n:])
     return out
@@ -455,10 +491,9 @@ def _recheck(
     while pending and rounds < ctx.max_rounds:
         rounds += 1
         waiter.wait(position)
-        with conn.cursor() as cur:
-            cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+        s.begin(t)
         try:
-            target = _images(conn, side, table, pending)
+            target = _images(conn, side, table, pending, ctx.targets[t].dialect, table.types(t))
         finally:
             pinning.end(conn)
         position, after = _source_images(ctx, s, table, pending)
@@ -501,7 +536,7 @@ def _with_values(s: _Sessions, table: TableSpec, t: int, diffs: list[Diff]) -> l
     keys = [d.key for d in diffs]
     columns = tuple(dict.fromkeys(c for d in diffs for c in d.columns))
     source = _values(s.source, table.source, table, keys, columns)
-    target = _values(conn, side, table, keys, columns)
+    target = _values(conn, side, table, keys, columns, s.ctx.targets[t].dialect)
     out = []
     for d in diffs:
         src, tgt = source.get(d.key, {}), target.get(d.key, {})
@@ -525,21 +560,21 @@ def _values(
     table: TableSpec,
     keys: Sequence[tuple[Any, ...]],
     columns: Sequence[str],
+    dialect: dialects.Dialect = MySQL,
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     n = len(table.key)
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
     with conn.cursor() as cur:
         for start in range(0, len(keys), KEY_BATCH):
             batch = keys[start : start + KEY_BATCH]
-            where, params = checksums.keys_where(table.key, batch)
+            where, params = checksums.keys_where(table.key, batch, dialect.quote)
             cur.execute(
-                checksums.rows_sql(
-                    side[0], side[1], [*table.key, *columns], where, table.encoding.floats
-                ),
+                dialect.rows_sql(side, [*table.key, *columns], where, table.encoding.floats),
                 params,
             )
             for r in cur.fetchall():
-                out[tuple(r[:n])] = {c: show(v) for c, v in zip(columns, r[n:], strict=True)}
+                key = dialect.key(tuple(r[:n]), table.integer_columns)
+                out[key] = {c: show(v) for c, v in zip(columns, r[n:], strict=True)}
     return out
 
 

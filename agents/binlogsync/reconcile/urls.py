@@ -6,6 +6,9 @@ the caller's default variable for that role is used (the CLI passes
 `BINLOGSYNC_SOURCE_PASSWORD` for the source and `BINLOGSYNC_TARGET_PASSWORD` for targets).
 User and password are percent-decoded, so `p%40ss` is `p@ss`. The scheme may be `mysql` or
 `mariadb`; the port defaults to 3306; an IPv6 host is written in brackets (`[::1]`).
+Where the caller allows it (reconcile's targets), `postgresql://user@host:5432/database` names
+a PostgreSQL database instead (the port defaults to 5432, the database to the user's name, as
+libpq does).
 The environment is passed in as a mapping: this module never reads `os.environ` itself.
 """
 
@@ -14,30 +17,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..config import DatabaseSettings
+from ..config import DatabaseSettings, PostgresSettings
 from ..errors import ConfigError
 
 SCHEMES = ("mysql", "mariadb")
+PG_SCHEMES = ("postgresql", "postgres")
 _EXAMPLE = "mysql://user:password@host:3306 (or mysql://user@host:3306 with the password in $VAR)"
 
 
 def parse_url(
-    text: str, env: Mapping[str, str] | None = None, default_password_env: str | None = None
+    text: str,
+    env: Mapping[str, str] | None = None,
+    default_password_env: str | None = None,
+    postgres: bool = False,
 ) -> DatabaseSettings:
-    """`DatabaseSettings` for `text`; ConfigError naming what is wrong otherwise."""
+    """`DatabaseSettings` for `text` (`PostgresSettings` for a postgresql:// URL where
+    `postgres` allows one); ConfigError naming what is wrong otherwise."""
     env = env or {}
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as exc:
         raise ConfigError(f"database URL {_safe(text)!r} is malformed: {exc}", _EXAMPLE) from exc
-    if parts.scheme not in SCHEMES:
-        raise ConfigError(
-            f"database URL {_safe(text)!r} must start with mysql:// or mariadb://", _EXAMPLE
-        )
+    is_pg = parts.scheme in PG_SCHEMES
+    if parts.scheme not in SCHEMES and not (postgres and is_pg):
+        allowed = "mysql://, mariadb:// or postgresql://" if postgres else "mysql:// or mariadb://"
+        raise ConfigError(f"database URL {_safe(text)!r} must start with {allowed}", _EXAMPLE)
     if not parts.hostname:
         raise ConfigError(f"database URL {_safe(text)!r} has no host", _EXAMPLE)
-    if parts.path not in ("", "/"):
+    if is_pg and "/" in parts.path.strip("/"):
+        raise ConfigError(
+            f"database URL {_safe(text)!r}: the path must be one database name",
+            "write postgresql://user@host:5432/warehouse",
+        )
+    if parts.path not in ("", "/") and not is_pg:
         raise ConfigError(
             f"database URL {_safe(text)!r} names a database ({parts.path.lstrip('/')!r})",
             "leave it out: tables are named with their schema in --tables, like shop.orders",
@@ -60,6 +73,10 @@ def parse_url(
                 f"export {var}=… first",
             )
         password = env.get(var, "") if var else ""
+    if is_pg:
+        user = unquote(parts.username) if parts.username else "postgres"
+        database = unquote(parts.path.strip("/")) or user
+        return PostgresSettings(parts.hostname, port or 5432, user, password, database)
     return DatabaseSettings(parts.hostname, port or 3306, user, password)
 
 

@@ -1,0 +1,112 @@
+"""What differs between the kinds of server a reconciliation reads, behind one face.
+
+The source is always MariaDB/MySQL; a target is MariaDB/MySQL or PostgreSQL. The stages
+(tasks.py, chunks.py, repair.py) ask the side's dialect for its sessions, its SQL and its
+snapshot statement, and never test the kind themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import psycopg
+import pymysql
+
+from ..apply.statements import ident
+from ..config import DatabaseSettings
+from . import checksums, connections, pgsql, pinning, postgres
+from .checksums import Encoding
+
+Types = Mapping[str, str]  # column → PostgreSQL type (empty for MariaDB/MySQL)
+
+
+class MySQL:
+    kind = "mysql"
+    quote = staticmethod(ident)
+    snapshot = "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+    errors: tuple[type[Exception], ...] = (pymysql.err.MySQLError,)
+
+    @staticmethod
+    def connect(db: DatabaseSettings, role: str) -> Any:
+        return connections.connect(db, role)
+
+    close = staticmethod(connections.close)
+    applied = staticmethod(pinning.applied)
+
+    @staticmethod
+    def qualified(schema: str, table: str) -> str:
+        return f"{ident(schema)}.{ident(table)}"
+
+    @staticmethod
+    def checksum_sql(side: tuple[str, str], encoding: Encoding, types: Types, where: str) -> str:
+        return checksums.checksum_sql(side[0], side[1], encoding, where)
+
+    @staticmethod
+    def row_hashes_sql(
+        side: tuple[str, str], key: Sequence[str], encoding: Encoding, types: Types, where: str
+    ) -> str:
+        return checksums.row_hashes_sql(side[0], side[1], key, encoding, where)
+
+    @staticmethod
+    def column_hashes_sql(
+        side: tuple[str, str], key: Sequence[str], encoding: Encoding, types: Types, where: str
+    ) -> str:
+        return checksums.column_hashes_sql(side[0], side[1], key, encoding, where)
+
+    @staticmethod
+    def rows_sql(
+        side: tuple[str, str], columns: Sequence[str], where: str, floats: Sequence[str]
+    ) -> str:
+        return checksums.rows_sql(side[0], side[1], columns, where, floats)
+
+    @staticmethod
+    def key(values: tuple[Any, ...], integer: tuple[bool, ...]) -> tuple[Any, ...]:
+        return values
+
+
+class PostgreSQL:
+    kind = "postgresql"
+    quote = staticmethod(pgsql.quote)
+    snapshot = postgres.SNAPSHOT
+    errors: tuple[type[Exception], ...] = (psycopg.Error,)
+    connect = staticmethod(postgres.connect)
+    close = staticmethod(postgres.close)
+    applied = staticmethod(postgres.applied)
+    qualified = staticmethod(pgsql.qualified)
+
+    @staticmethod
+    def checksum_sql(side: tuple[str, str], encoding: Encoding, types: Types, where: str) -> str:
+        return pgsql.checksum_sql(side[0], side[1], encoding, types, where)
+
+    @staticmethod
+    def row_hashes_sql(
+        side: tuple[str, str], key: Sequence[str], encoding: Encoding, types: Types, where: str
+    ) -> str:
+        return pgsql.row_hashes_sql(side[0], side[1], key, encoding, types, where)
+
+    @staticmethod
+    def column_hashes_sql(
+        side: tuple[str, str], key: Sequence[str], encoding: Encoding, types: Types, where: str
+    ) -> str:
+        return pgsql.column_hashes_sql(side[0], side[1], key, encoding, types, where)
+
+    @staticmethod
+    def rows_sql(
+        side: tuple[str, str], columns: Sequence[str], where: str, floats: Sequence[str]
+    ) -> str:
+        return pgsql.rows_sql(side[0], side[1], columns, where, floats)
+
+    key = staticmethod(postgres.normalise_key)
+
+
+Dialect = type[MySQL] | type[PostgreSQL]
+
+
+def of(db: DatabaseSettings) -> Dialect:
+    return PostgreSQL if postgres.is_postgres(db) else MySQL
+
+
+def query_errors() -> tuple[type[Exception], ...]:
+    """Every driver's query errors (a failed query in a task is reported, not raised)."""
+    return (*MySQL.errors, *PostgreSQL.errors)

@@ -1,7 +1,7 @@
 """Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
-        [--variants sha1/spark,crc/spark,crc/auto]
+        [--variants sha1/spark,crc/spark,crc/auto] [--postgres-sizes 1000000]
 
 For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
 the same N-row table (loaded on each side without the binlog, so the replica does not replay
@@ -17,6 +17,11 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                         per --variants HASH/ENGINE: sha1 (the hash before) and crc, in Spark,
                         and auto (in-process: threads of the command's own process, where
                         Spark's start is not paid)
+    PostgreSQL target   (sizes in --postgres-sizes) the replica's rows, differences included,
+                        copied into a private PostgreSQL server in binlogsync's type mapping;
+                        reconcile source against it (hash md5, in-process, static pin): the
+                        same rows must be named. pt-table-checksum cannot compare across the
+                        two servers at all; its time on the MariaDB pair is the anchor
     --since-last        after the replica is equal again and verified by a full run: 10,000
                         rows changed on the source in one transaction, spread over the key
                         range, three of them damaged on the replica; reconcile --since-last
@@ -172,9 +177,11 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
 
 
 def reconcile(
-    source: Server, replica: Server, out: Path, variant: str, *extra: str
+    source: Server, replica: Server | str, out: Path, variant: str, *extra: str
 ) -> tuple[float, float, dict[Any, str], int, str]:
+    """One run; `replica` is a MariaDB server or a target URL."""
     hash, engine = variant.split("/")
+    target = replica if isinstance(replica, str) else f"mysql://root@127.0.0.1:{replica.port}"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     seconds, text, code, rss = timed(
         [
@@ -183,7 +190,7 @@ def reconcile(
             "binlogsync.cli",
             "reconcile",
             f"--source=mysql://root@127.0.0.1:{source.port}",
-            f"--target=mysql://root@127.0.0.1:{replica.port}",
+            f"--target={target}",
             "--tables=bench.t",
             f"--out={out}",
             "--show=50",
@@ -230,7 +237,74 @@ def machine() -> dict[str, str]:
     }
 
 
-def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str]) -> dict[str, Any]:
+PG_TABLE = (
+    "CREATE TABLE bench.t (id bigint PRIMARY KEY, nim varchar(20) NOT NULL, nominal "
+    "numeric(15,2) NOT NULL, flag smallint NOT NULL, tgl timestamp(6) NOT NULL, note "
+    "varchar(64), payload bytea)"
+)
+
+
+def postgres_copy(replica: Server) -> Any:
+    """A PostgreSQL server holding the replica's rows (its differences included)."""
+    from binlogsync.devsite.pg_sandbox import PgServer
+
+    pg = PgServer().start()  # its own folder: as root it runs as nobody, who needs access
+    started = time.monotonic()
+    with pg.connect() as conn:
+        conn.execute("CREATE SCHEMA bench")
+        conn.execute(PG_TABLE)
+        source = replica.connect("bench", cursorclass=pymysql.cursors.SSCursor)
+        try:
+            with source.cursor() as cur, conn.cursor() as pcur:
+                cur.execute("SELECT id, nim, nominal, flag, tgl, note, payload FROM t")
+                with pcur.copy("COPY bench.t FROM STDIN") as copy:
+                    for row in cur:
+                        copy.write_row(row)
+        finally:
+            source.close()
+        conn.execute("VACUUM ANALYZE bench.t")
+    print(f"  copied the replica into PostgreSQL in {time.monotonic() - started:.0f} s", flush=True)
+    return pg
+
+
+def bench_postgres(
+    source: Server, replica: Server, injected: dict[Any, str], work: Path, runs: int
+) -> dict[str, Any]:
+    pg = postgres_copy(replica)
+    url = f"postgresql://{pg.user}@127.0.0.1:{pg.port}/postgres"
+    times, works, found_all, rss_all = [], [], [], []
+    try:
+        for run in range(runs):
+            wall, work_s, named, rss, text = reconcile(
+                source, url, work / f"pg-{replica.name}-{run}", "auto/auto", "--pin=none"
+            )
+            found = named == {tuple(k): v for k, v in injected.items()}
+            times.append(wall)
+            works.append(work_s)
+            found_all.append(found)
+            rss_all.append(rss)
+            print(
+                f"  PostgreSQL target {run + 1}: reconcile {wall:.2f} s, all "
+                f"{len(injected)} rows named: {found}",
+                flush=True,
+            )
+            if not found:
+                print(f"  named {named}, injected {injected}\n{text}", flush=True)
+    finally:
+        pg.remove()
+    med = statistics.median
+    return {
+        "seconds": med(times),
+        "seconds_without_spark_startup": med(works),
+        "all_found": all(found_all),
+        "peak_rss_mb": max(rss_all) / 2**20,
+        "raw": times,
+    }
+
+
+def bench_size(
+    box: Sandbox, n: int, runs: int, work: Path, variants: list[str], postgres: bool = False
+) -> dict[str, Any]:
     pool = "--innodb-buffer-pool-size=" + ("3G" if n > 2_000_000 else "512M")
     source = box.start(f"source{n}", 1, pool)
     replica = box.start(f"replica{n}", 2, pool)
@@ -278,6 +352,7 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
                 f"all {len(injected)} rows named: {found}"
             )
         print(line, flush=True)
+    on_postgres = bench_postgres(source, replica, injected, work, runs) if postgres else None
     incremental = since_last(source, replica, n, injected, work, runs)
     box.stop(source.name)
     box.stop(replica.name)
@@ -305,6 +380,7 @@ def bench_size(box: Sandbox, n: int, runs: int, work: Path, variants: list[str])
         },
         "raw_pt": pt_times,
         "since_last": incremental,
+        "postgres": on_postgres,
     }
 
 
@@ -390,6 +466,16 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
                 f"| {r['pt_peak_rss_mb']:.0f} MB / {m['peak_rss_mb']:.0f} MB |"
             )
     for r in results:
+        pg = r.get("postgres")
+        if pg:
+            lines.append(
+                f"| {r['rows']:,} | {r['pt_seconds']:.2f} s (MariaDB pair; it cannot read "
+                f"PostgreSQL) | auto/auto = md5 in-process, **PostgreSQL target** "
+                f"| {pg['seconds']:.2f} s ({r['rows'] / pg['seconds']:,.0f} rows/s) "
+                f"| {pg['seconds'] / r['pt_seconds']:.2f} | | | "
+                f"{'yes' if pg['all_found'] else 'NO'} | |"
+            )
+    for r in results:
         inc = r["since_last"]
         lines.append(
             f"| {r['rows']:,} | {r['pt_seconds']:.2f} s | crc/auto --since-last after "
@@ -415,6 +501,11 @@ def main(argv: list[str] | None = None) -> int:
         default="sha1/spark,crc/spark,crc/auto",
         help="reconcile runs as HASH/ENGINE (--hash, --engine), in order",
     )
+    p.add_argument(
+        "--postgres-sizes",
+        default="1000000",
+        help="sizes at which a PostgreSQL copy is compared too ('' for none)",
+    )
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     info = machine()
@@ -422,12 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     with Sandbox(root / "sandbox") as box:
         for n in (int(s) for s in args.sizes.split(",")):
             print(f"{n:,} rows:", flush=True)
-            results.append(bench_size(box, n, args.runs, root, args.variants.split(",")))
+            postgres = str(n) in args.postgres_sizes.split(",")
+            results.append(bench_size(box, n, args.runs, root, args.variants.split(","), postgres))
     text = render(results, info)
     print("\n" + text)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": info, "results": results}, indent=2))
     ok = all(m["all_found"] for r in results for m in r["reconcile"].values())
+    ok = ok and all(r["postgres"]["all_found"] for r in results if r["postgres"])
     return 0 if ok and all(r["since_last"]["all_found"] for r in results) else 1
 
 

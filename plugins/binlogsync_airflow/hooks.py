@@ -10,7 +10,8 @@ hub's `admin_keys_dir`). As a URI:
 The hook talks to the hub's admin socket through the library, never by shelling out.
 
 Each host's database is the connection `binlogsync_db_<HOST>` (any MySQL-style connection:
-host, port, login, password); an origin's native replicas, for retention, are listed in its
+host, port, login, password; a PostgreSQL target's is a `postgres` connection whose schema is
+the database); an origin's native replicas, for retention, are listed in its
 extra as `{"replicas": ["conn_id", …]}`. Results the jobs keep for the UI page go to the
 state folder: `[binlogsync] state_dir` in airflow.cfg (`AIRFLOW__BINLOGSYNC__STATE_DIR`),
 by default `$AIRFLOW_HOME/binlogsync`.
@@ -24,7 +25,13 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from binlogsync.config import AdminConfig, DatabaseSettings, admin_from_mapping, admin_toml
+from binlogsync.config import (
+    AdminConfig,
+    DatabaseSettings,
+    PostgresSettings,
+    admin_from_mapping,
+    admin_toml,
+)
 from binlogsync.errors import ConfigError
 from binlogsync.hubcommands import detach, fetch_status
 
@@ -122,6 +129,14 @@ class BinlogsyncHook(BaseHook):
                 f"no Airflow connection {conn_id} for host {host}'s database ({exc})",
                 f"add it: AIRFLOW_CONN_{conn_id.upper()}='mysql://user:password@host:3306'",
             ) from exc
+        if conn.conn_type in ("postgres", "postgresql"):  # a PostgreSQL target
+            return PostgresSettings(
+                host=conn.host or "127.0.0.1",
+                port=int(conn.port or 5432),
+                user=conn.login or "postgres",
+                password=conn.password or "",
+                database=conn.schema or "postgres",
+            )
         return DatabaseSettings(
             host=conn.host or "127.0.0.1",
             port=int(conn.port or 3306),

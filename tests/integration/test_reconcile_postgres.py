@@ -199,7 +199,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
         # --since-last: the state is in PostgreSQL; only the keys changed since are compared.
         execute(origin, dbname, "UPDATE t SET si = 7 WHERE id BETWEEN 50 AND 59")
         _caught_up(s, origin, pg)
-        _pg(pg, f'UPDATE "{dbname}".t SET c = \'bad\' WHERE id = 55')
+        _pg(pg, f"UPDATE \"{dbname}\".t SET c = 'bad' WHERE id = 55")
         incremental = _reconcile(InProcess(2), origin, pg, [table], since_last=True)
         entry = incremental.tables[0]
         assert entry.mode == "since-last", entry.notes
@@ -233,9 +233,7 @@ def test_what_postgresql_cannot_compare_exactly_is_refused_with_the_reason(
         f'CREATE TABLE "{dbname}".j (id integer PRIMARY KEY, doc jsonb)',
         f'CREATE TABLE "{dbname}".n (id integer PRIMARY KEY, v text)',
     )
-    options = Options(
-        source, target, (f"{dbname}.j", f"{dbname}.n", f"{dbname}.gone"), pin="none"
-    )
+    options = Options(source, target, (f"{dbname}.j", f"{dbname}.n", f"{dbname}.gone"), pin="none")
     report = run(options, InProcess(2))
     errors = {r.table: r.error for r in report.tables}
     assert "column doc is jsonb on PostgreSQL" in errors[f"{dbname}.j"], errors
@@ -248,4 +246,3 @@ def test_what_postgresql_cannot_compare_exactly_is_refused_with_the_reason(
     )
     failed = run(unreachable, InProcess(2))
     assert "cannot connect" in failed.render() and failed.exit_code == 2
-

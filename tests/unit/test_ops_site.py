@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.config import DatabaseSettings
+from binlogsync.config import DatabaseSettings, PostgresSettings
 from binlogsync.errors import UsageError
 from binlogsync.ops import overview, site, state
 
@@ -51,6 +51,10 @@ def test_reconcile_arguments_carry_no_password() -> None:
     assert args[args.index("--target-host") + 1] == "a"
     with pytest.raises(UsageError):
         site.reconcile_arguments(job, ["shop.orders"], dbs.__getitem__, Path("/o"), True, None)
+    dbs["a"] = PostgresSettings("10.0.0.3", 5433, "rec", "pgpw", "dw")  # a PostgreSQL target
+    args, env = site.reconcile_arguments(job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None)
+    assert "postgresql://rec@10.0.0.3:5433/dw?password_env=BINLOGSYNC_PW_A" in args
+    assert env["BINLOGSYNC_PW_A"] == "pgpw" and not any("pgpw" in a for a in args)
 
 
 def test_reconcile_mode_full_weekly_and_since_last_otherwise() -> None:

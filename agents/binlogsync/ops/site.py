@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .. import mysql
-from ..config import DatabaseSettings
+from ..config import DatabaseSettings, PostgresSettings
 from ..errors import UsageError
 from ..seed.tables import plan as routed_plan
 
@@ -100,7 +100,12 @@ def database_url(host: str, db: DatabaseSettings) -> tuple[str, dict[str, str]]:
     """A reconcile URL for `db` whose password travels in the environment (never in argv,
     where `ps` and Airflow's rendered arguments would show it), and that environment."""
     var = _env_name(host)
-    url = f"mysql://{quote(db.user, safe='')}@{db.host}:{db.port}?password_env={var}"
+    user = quote(db.user, safe="")
+    if isinstance(db, PostgresSettings):
+        database = quote(db.database, safe="")
+        url = f"postgresql://{user}@{db.host}:{db.port}/{database}?password_env={var}"
+    else:
+        url = f"mysql://{user}@{db.host}:{db.port}?password_env={var}"
     return url, {var: db.password}
 
 

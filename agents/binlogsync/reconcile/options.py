@@ -29,7 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--source", required=True, metavar="URL", help="mysql://user[:password]@host:port"
     )
     p.add_argument(
-        "--target", required=True, action="append", metavar="URL", help="repeat for several targets"
+        "--target",
+        required=True,
+        action="append",
+        metavar="URL",
+        help="mysql://… or postgresql://user@host:port/database; repeat for several targets",
     )
     p.add_argument("--tables", required=True, help="schema.table[,schema.table…] on the source")
     p.add_argument("--out", metavar="DIR", help="write summary.json and rows.parquet here")
@@ -64,8 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hash",
         default="auto",
         choices=HASH_CHOICES,
-        help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1; auto: crc where every server "
-        "has it",
+        help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1, md5 (portable: PostgreSQL "
+        "targets); auto: md5 with a PostgreSQL target, else crc where every server has it",
     )
     p.add_argument(
         "--since-last",

@@ -19,7 +19,7 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                         Spark's start is not paid)
     PostgreSQL target   (sizes in --postgres-sizes) the replica's rows, differences included,
                         copied into a private PostgreSQL server in binlogsync's type mapping;
-                        reconcile source against it (hash md5, in-process, static pin): the
+                        reconcile source against it (hash sha256, in-process, static pin): the
                         same rows must be named. pt-table-checksum cannot compare across the
                         two servers at all; its time on the MariaDB pair is the anchor
     --since-last        after the replica is equal again and verified by a full run: 10,000
@@ -470,7 +470,7 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
         if pg:
             lines.append(
                 f"| {r['rows']:,} | {r['pt_seconds']:.2f} s (MariaDB pair; it cannot read "
-                f"PostgreSQL) | auto/auto = md5 in-process, **PostgreSQL target** "
+                f"PostgreSQL) | auto/auto = sha256 in-process, **PostgreSQL target** "
                 f"| {pg['seconds']:.2f} s ({r['rows'] / pg['seconds']:,.0f} rows/s) "
                 f"| {pg['seconds'] / r['pt_seconds']:.2f} | | | "
                 f"{'yes' if pg['all_found'] else 'NO'} | |"

@@ -92,7 +92,7 @@ def test_equal_tables_report_equal(
     assert parquet_rows(spark, tmp_path) == []
 
 
-@pytest.mark.parametrize("hash", ["crc", "sha1"])
+@pytest.mark.parametrize("hash", ["crc", "sha1", "sha256"])
 def test_every_kind_of_difference_is_found_exactly(
     spark: Any, origin: Server, target: Server, damaged: str, tmp_path: Path, hash: str
 ) -> None:

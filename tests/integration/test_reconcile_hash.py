@@ -53,7 +53,7 @@ def test_a_swap_between_two_rows_shows_in_the_chunk_sum(origin: Server, dbname: 
     with origin.connect(dbname) as conn, conn.cursor() as cur:
         sums = {}
         for table in ("a", "b"):
-            for hash in ("crc", "sha1"):
+            for hash in ("crc", "sha1", "sha256"):
                 cur.execute(
                     checksum_sql(dbname, table, _encoding(origin, dbname, table, hash), "TRUE")
                 )
@@ -66,3 +66,4 @@ def test_a_swap_between_two_rows_shows_in_the_chunk_sum(origin: Server, dbname: 
     assert sums[("a", "xor")] == sums[("b", "xor")]
     assert sums[("a", "crc")] != sums[("b", "crc")]
     assert sums[("a", "sha1")] != sums[("b", "sha1")]
+    assert sums[("a", "sha256")] != sums[("b", "sha256")]

@@ -166,7 +166,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
             entry = equal.tables[0]
             assert equal.exit_code == 0, equal.render()
             assert (entry.status, entry.source_rows, entry.target_rows) == ("equal", 298, 298)
-            assert equal.hash == "md5" and entry.pin.startswith("checkpoint"), equal.render()
+            assert equal.hash == "sha256" and entry.pin.startswith("checkpoint"), equal.render()
 
         _damage(pg, dbname)
         differs = _reconcile(InProcess(2), origin, pg, [table], out=tmp_path / "report")

@@ -68,8 +68,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--hash",
         default="auto",
         choices=HASH_CHOICES,
-        help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1, md5 (portable: PostgreSQL "
-        "targets); auto: md5 with a PostgreSQL target, else crc where every server has it",
+        help="per-row hash: crc (two CRCs, MariaDB 10.8+), sha1, sha256 (portable: PostgreSQL "
+        "targets); auto: sha256 with a PostgreSQL target, else crc where every server has it",
     )
     p.add_argument(
         "--since-last",

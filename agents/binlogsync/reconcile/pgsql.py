@@ -1,8 +1,8 @@
 """The SQL a PostgreSQL target runs: the source's canonical row encoding, byte for byte.
 
-checksums.py defines the encoding as MariaDB computes it (its `md5`, portable form). Here the
+checksums.py defines the encoding as MariaDB computes it (its `sha256`, portable form). Here the
 same bytes are built from the PostgreSQL columns the apply side maps each MySQL/MariaDB type
-to (docs/targets.md), as `bytea`, so that MD5 over them gives the source's digest:
+to (docs/targets.md), as `bytea`, so that SHA-256 over them gives the source's digest:
 
     integers, DECIMAL, BIT   `c::text` (numeric(p,s) keeps every digit of its scale, as
                              MariaDB prints DECIMAL; BIT is a bigint, as MariaDB's `c + 0`)
@@ -131,56 +131,84 @@ def time_text(c: str, fraction: int) -> str:
     return text
 
 
-def _fields(encoding: Encoding, i: int, held: str) -> list[str]:
-    """bytea expressions for column i, as the MariaDB side's fields (checksums.Encoding)."""
+Field = tuple[str, bool]  # an SQL expression, and whether it is bytea (else text)
+
+
+def _fields(encoding: Encoding, i: int, held: str) -> list[Field]:
+    """Column i's fields, as the MariaDB side's (checksums.Encoding)."""
     name, kind, source_type = encoding.columns[i], encoding.kinds[i], encoding.types[i]
     c = quote(name)
     if kind in ("double", "float"):
-        return [_utf8(portable_double(f"({c})::float8"))]
+        return [(portable_double(f"({c})::float8"), False)]
     if kind == "number" and source_type == "year":
-        return [_utf8(f"lpad(({c})::text, 4, '0')")]
+        return [(f"lpad(({c})::text, 4, '0')", False)]
     if kind in ("number", "bit"):
-        return [_utf8(f"({c})::text")]
+        return [(f"({c})::text", False)]
     if kind == "temporal":
         fraction = encoding.fractions[i]
         if source_type == "time":
-            return [_utf8(time_text(c, fraction))]
+            return [(time_text(c, fraction), False)]
         pattern = "YYYY-MM-DD"
         if source_type != "date":
             pattern += " HH24:MI:SS" + (f".FF{fraction}" if fraction else "")
-        return [_utf8(f"to_char({c}, '{pattern}')")]
+        return [(f"to_char({c}, '{pattern}')", False)]
     if held == "bytea":
-        return [_utf8(f"length({c})::text"), c]
-    return [_utf8(f"octet_length({c})::text"), _utf8(c)]
+        return [(f"length({c})::text", False), (c, True)]
+    return [(f"octet_length({c})::text", False), (c, False)]
+
+
+def _bytea(field: Field) -> str:
+    expression, raw = field
+    return expression if raw else _utf8(expression)
 
 
 def row(encoding: Encoding, types: Mapping[str, str]) -> str:
-    """The canonical encoding of a row as one bytea expression."""
-    parts: list[str] = []
+    """The canonical encoding of a row as one bytea expression.
+
+    Runs of text fields are joined by one `concat_ws` (which skips NULLs as CONCAT_WS does)
+    and converted once: joining every field as bytea cost 2.4 µs per row of 7 columns, most of
+    it copying. A run is '' only when all its fields are NULL (it always holds a number or a
+    length, which are never ''), so `nullif` turns that back into a skipped NULL."""
+    fields: list[Field] = []
     for i, name in enumerate(encoding.columns):
-        parts.extend(_fields(encoding, i, types.get(name, "")))
+        fields.extend(_fields(encoding, i, types.get(name, "")))
     if encoding.nullable:
         flags = " || ".join(f"({quote(c)} IS NULL)::int::text" for c in encoding.nullable)
-        parts.append(_utf8(flags))
+        fields.append((flags, False))
+    parts: list[str] = []
+    run: list[str] = []
+    for expression, raw in [*fields, ("", True)]:
+        if not raw:
+            run.append(expression)
+            continue
+        if run:
+            parts.append(_utf8(f"nullif(concat_ws(',', {', '.join(run)}), '')"))
+            run = []
+        if expression:
+            parts.append(expression)
+    if len(parts) == 1:
+        return f"coalesce({parts[0]}, ''::bytea)"
     joined = " || ".join(f"coalesce('\\x2c'::bytea || {p}, ''::bytea)" for p in parts)
     return f"substr({joined}, 2)"
 
 
-def _unsigned64(md5: str) -> str:
-    """The first 64 bits of an MD5 hex digest as an unsigned number (two 32-bit halves: a
-    bit(64) would come back as a signed bigint)."""
-    hi = f"('x' || substr({md5}, 1, 8))::bit(32)::bigint::numeric"
-    lo = f"('x' || substr({md5}, 9, 8))::bit(32)::bigint"
-    return f"({hi} * 4294967296 + {lo})"
+def _signed64(encoded: str) -> str:
+    """The digest's first 64 bits as a signed bigint (what `bit(64)` gives; the unsigned value
+    MariaDB's CONV gives is this plus 2**64 when negative)."""
+    return f"('x' || left(encode(sha256({encoded}), 'hex'), 16))::bit(64)::bigint"
+
+
+_TWO_64 = 18446744073709551616
+# OFFSET 0 keeps the subquery whole: pulled up, its `h` would be computed once per use.
 
 
 def checksum_sql(
     schema: str, table: str, encoding: Encoding, types: Mapping[str, str], where: str
 ) -> str:
     return (
-        f"SELECT count(*), coalesce(sum({_unsigned64('r.m')}), 0) FROM "
-        f"(SELECT md5({row(encoding, types)}) AS m FROM {qualified(schema, table)} "
-        f"WHERE {where}) AS r"
+        f"SELECT count(*), coalesce(sum(r.h), 0) + {_TWO_64} * count(*) FILTER (WHERE r.h < 0) "
+        f"FROM (SELECT {_signed64(row(encoding, types))} AS h FROM {qualified(schema, table)} "
+        f"WHERE {where} OFFSET 0) AS r"
     )
 
 
@@ -195,8 +223,9 @@ def row_hashes_sql(
     keys = ", ".join(f"r.k{i}" for i in range(len(key)))
     inner = ", ".join(f"{quote(c)} AS k{i}" for i, c in enumerate(key))
     return (
-        f"SELECT {keys}, {_unsigned64('r.m')} FROM (SELECT {inner}, md5({row(encoding, types)}) "
-        f"AS m FROM {qualified(schema, table)} WHERE {where}) AS r"
+        f"SELECT {keys}, r.h::numeric + CASE WHEN r.h < 0 THEN {_TWO_64} ELSE 0 END FROM "
+        f"(SELECT {inner}, {_signed64(row(encoding, types))} AS h FROM {qualified(schema, table)} "
+        f"WHERE {where} OFFSET 0) AS r"
     )
 
 
@@ -208,10 +237,11 @@ def column_hashes_sql(
     types: Mapping[str, str],
     where: str,
 ) -> str:
-    """MD5 hex of 'V' + each column's last field, as Encoding.column_hashes (portable)."""
+    """SHA-256 hex of 'V' + each column's last field, as Encoding.column_hashes (portable)."""
     keys = ", ".join(quote(c) for c in key)
     hashes = ", ".join(
-        f"md5('\\x56'::bytea || {_fields(encoding, i, types.get(name, ''))[-1]})"
+        "encode(sha256('\\x56'::bytea || "
+        f"{_bytea(_fields(encoding, i, types.get(name, ''))[-1])}), 'hex')"
         for i, name in enumerate(encoding.columns)
     )
     return f"SELECT {keys}, {hashes} FROM {qualified(schema, table)} WHERE {where}"

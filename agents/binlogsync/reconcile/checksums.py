@@ -161,14 +161,16 @@ def hash64(expression: str, hash: str = "sha1") -> str:
 
 
 def portable_double(v: str) -> str:
-    """A double as `e:m` (module doc), '0' or '-0' for zeros. LOG2 only estimates the exponent;
-    the quotient then corrects it by one either way, and division by a power of two is exact."""
-    e0 = f"FLOOR(LOG2(ABS({v})))"
+    """A double as `e:m` (module doc), '0' for both zeros (MariaDB's `c + 0e0` turns -0 into
+    0, so the sign of a zero cannot be told on the source anyway). LOG2 only estimates the exponent
+    (kept within a double's, -1074 … 1023: LOG2 of the largest double rounds to 1024, whose
+    power of two overflows); the quotient then corrects it by one either way, and division by
+    a power of two is exact."""
+    e0 = f"LEAST(GREATEST(FLOOR(LOG2(ABS({v}))), -1074), 1023)"
     q = f"(ABS({v}) / POW(2, {e0}))"
     e = f"({e0} + ({q} >= 2) - ({q} < 1))"
     return (
-        f"IF({v} = 0, IF(CAST({v} AS CHAR) LIKE '-%%', '-0', '0'), "
-        f"CONCAT({e}, ':', CAST({v} / POW(2, {e}) * 4503599627370496 AS SIGNED)))"
+        f"IF({v} = 0, '0', CONCAT({e}, ':', CAST({v} / POW(2, {e}) * 4503599627370496 AS SIGNED)))"
     )
 
 

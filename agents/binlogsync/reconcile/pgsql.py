@@ -100,12 +100,12 @@ def _utf8(expression: str) -> str:
 
 
 def portable_double(v: str) -> str:
-    """checksums.portable_double in PostgreSQL: `e:m` of a float8, '0' or '-0' for zeros."""
-    e0 = f"floor(ln(abs({v})) / ln(2::float8))"
+    """checksums.portable_double in PostgreSQL: `e:m` of a float8, '0' for both zeros."""
+    e0 = f"least(greatest(floor(ln(abs({v})) / ln(2::float8)), -1074), 1023)"
     q = f"(abs({v}) / power(2::float8, {e0}))"
     e = f"({e0} + ({q} >= 2)::int - ({q} < 1)::int)"
     return (
-        f"CASE WHEN {v} = 0 THEN CASE WHEN left(({v})::text, 1) = '-' THEN '-0' ELSE '0' END "
+        f"CASE WHEN {v} = 0 THEN '0' "
         f"ELSE ({e})::bigint::text || ':' "
         f"|| (({v}) / power(2::float8, {e}) * 4503599627370496)::bigint::text END"
     )

@@ -1,8 +1,8 @@
 """What differs between the kinds of server a reconciliation reads, behind one face.
 
-The source is always MariaDB/MySQL; a target is MariaDB/MySQL or PostgreSQL. The stages
-(tasks.py, chunks.py, repair.py) ask the side's dialect for its sessions, its SQL and its
-snapshot statement, and never test the kind themselves.
+The source is always MariaDB/MySQL; a target is MariaDB/MySQL or PostgreSQL. The plan (job.py)
+and the stages (tasks.py, repair.py) ask a target's dialect for its sessions, catalog, pin,
+`--since-last` state, SQL and snapshot statement.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pymysql
 
 from ..apply.statements import ident
 from ..config import DatabaseSettings
-from . import checksums, connections, pgsql, pinning, postgres
+from . import checksums, connections, pgsql, pinning, postgres, schema, verified
 from .checksums import Encoding
 
 Types = Mapping[str, str]  # column → PostgreSQL type (empty for MariaDB/MySQL)
@@ -33,10 +33,15 @@ class MySQL:
 
     close = staticmethod(connections.close)
     applied = staticmethod(pinning.applied)
+    detect = staticmethod(pinning.detect)
+    read_verified = staticmethod(verified.read)
+    write_verified = staticmethod(verified.write)
+    portable = False  # whether only the portable hash can be computed there
 
     @staticmethod
-    def qualified(schema: str, table: str) -> str:
-        return f"{ident(schema)}.{ident(table)}"
+    def describe(cur: Any, name: str, table: str) -> tuple[schema.TableDef, Types] | None:
+        found = schema.describe(cur, name, table)
+        return None if found is None else (found, {})
 
     @staticmethod
     def checksum_sql(side: tuple[str, str], encoding: Encoding, types: Types, where: str) -> str:
@@ -73,7 +78,11 @@ class PostgreSQL:
     connect = staticmethod(postgres.connect)
     close = staticmethod(postgres.close)
     applied = staticmethod(postgres.applied)
-    qualified = staticmethod(pgsql.qualified)
+    detect = staticmethod(postgres.detect)
+    read_verified = staticmethod(postgres.read_verified)
+    write_verified = staticmethod(postgres.write_verified)
+    describe = staticmethod(postgres.describe)
+    portable = True
 
     @staticmethod
     def checksum_sql(side: tuple[str, str], encoding: Encoding, types: Types, where: str) -> str:

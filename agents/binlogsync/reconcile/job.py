@@ -282,9 +282,8 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
             side = dialects.of(db)
             try:
                 conn = side.connect(db, f"target {label}")
-                detect = postgres.detect if side is dialects.PostgreSQL else pinning.detect
                 try:
-                    pins[i] = detect(conn, options.pin, options.origin, f"target {label}")
+                    pins[i] = side.detect(conn, options.pin, options.origin, f"target {label}")
                 except BaseException:
                     side.close(conn)
                     raise
@@ -294,9 +293,9 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         servers = {"source": source} | {
             f"target {options.target_label(t)}": conn
             for t, conn in targets.items()
-            if not postgres.is_postgres(options.targets[t])
+            if not dialects.of(options.targets[t]).portable
         }
-        portable = any(postgres.is_postgres(db) for db in options.targets)
+        portable = any(dialects.of(db).portable for db in options.targets)
         report.hash = PORTABLE if portable else _choose_hash(options.hash, servers)
         states = [_TableState(i, name) for i, name in enumerate(options.tables)]
         with source.cursor() as src:
@@ -381,8 +380,8 @@ def _since_last(
         return False
     since: Position | None = None
     for t in sorted(state.pairs):
-        read = postgres.read_verified if postgres.is_postgres(options.targets[t]) else verified.read
-        last = read(targets[t], state.name, _target_table(state, t))
+        side = dialects.of(options.targets[t])
+        last = side.read_verified(targets[t], state.name, _target_table(state, t))
         if last is None:
             state.notes.append(
                 f"--since-last: compared whole (no earlier run found it equal on target "
@@ -417,7 +416,6 @@ def _record_verified(options: Options, report: Report) -> None:
             by_target.setdefault(r.target_index, []).append(r)
     for t, entries in by_target.items():
         side = dialects.of(options.targets[t])
-        write = postgres.write_verified if side is dialects.PostgreSQL else verified.write
         try:
             conn = side.connect(options.targets[t], f"target {options.target_label(t)}")
         except BinlogsyncError as exc:
@@ -428,7 +426,9 @@ def _record_verified(options: Options, report: Report) -> None:
             for r in entries:
                 equal = r.status == "equal" and not report.errors
                 try:
-                    write(conn, r.table, r.target_table, report.position if equal else None)
+                    side.write_verified(
+                        conn, r.table, r.target_table, report.position if equal else None
+                    )
                 except side.errors as exc:
                     reason = exc.args[-1] if isinstance(exc, pymysql.err.MySQLError) else exc
                     r.notes.append(
@@ -478,13 +478,11 @@ def _describe(
         label = options.target_label(t)
         with conn.cursor() as cur:
             try:
-                if postgres.is_postgres(options.targets[t]):
-                    described = postgres.describe(cur, target_schema, table_name)
-                    found = None if described is None else described[0]
-                    if described is not None:
-                        pg_types[t] = described[1]
-                else:
-                    found = schema.describe(cur, target_schema, table_name)
+                side = dialects.of(options.targets[t])
+                described = side.describe(cur, target_schema, table_name)
+                found = None if described is None else described[0]
+                if described is not None and side.portable:
+                    pg_types[t] = dict(described[1])
             except BinlogsyncError as exc:
                 state.errors[t] = str(exc)
                 continue

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -67,7 +68,7 @@ def close(conn: Any) -> None:
 
 
 # -- the catalog --------------------------------------------------------------------------------
-def describe(cur: Any, schema: str, table: str) -> tuple[TableDef, dict[str, str]] | None:
+def describe(cur: Any, schema: str, table: str) -> tuple[TableDef, Mapping[str, str]] | None:
     """The table's definition (data_type as PostgreSQL names it) and its column types; None
     when there is no such table."""
     cur.execute(

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import psycopg
 import pymysql
 
 from ..apply.statements import ident
@@ -25,7 +24,10 @@ class MySQL:
     kind = "mysql"
     quote = staticmethod(ident)
     snapshot = "START TRANSACTION WITH CONSISTENT SNAPSHOT"
-    errors: tuple[type[Exception], ...] = (pymysql.err.MySQLError,)
+
+    @staticmethod
+    def errors() -> tuple[type[Exception], ...]:
+        return (pymysql.err.MySQLError,)
 
     @staticmethod
     def connect(db: DatabaseSettings, role: str) -> Any:
@@ -74,7 +76,7 @@ class PostgreSQL:
     kind = "postgresql"
     quote = staticmethod(pgsql.quote)
     snapshot = postgres.SNAPSHOT
-    errors: tuple[type[Exception], ...] = (psycopg.Error,)
+    errors = staticmethod(postgres.errors)
     connect = staticmethod(postgres.connect)
     close = staticmethod(postgres.close)
     applied = staticmethod(postgres.applied)
@@ -118,4 +120,4 @@ def of(db: DatabaseSettings) -> Dialect:
 
 def query_errors() -> tuple[type[Exception], ...]:
     """Every driver's query errors (a failed query in a task is reported, not raised)."""
-    return (*MySQL.errors, *PostgreSQL.errors)
+    return (*MySQL.errors(), *PostgreSQL.errors())

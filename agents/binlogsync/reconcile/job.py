@@ -429,7 +429,7 @@ def _record_verified(options: Options, report: Report) -> None:
                     side.write_verified(
                         conn, r.table, r.target_table, report.position if equal else None
                     )
-                except side.errors as exc:
+                except side.errors() as exc:
                     reason = exc.args[-1] if isinstance(exc, pymysql.err.MySQLError) else exc
                     r.notes.append(
                         f"the verified position was not recorded in {verified.TABLE} "

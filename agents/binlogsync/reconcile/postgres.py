@@ -9,6 +9,9 @@ The pin is the `binlogsync.checkpoint` row the PostgreSQL store writes (apply/po
 the same transaction as the rows; a PostgreSQL target is never a native replica, so there is
 no GTID pin. The state of `--since-last` is `binlogsync.reconcile_verified`, as on MariaDB.
 
+psycopg is the `postgresql` extra: it is imported only when a PostgreSQL target is used, and
+its absence is then a ConfigError that says what to install.
+
 Key values read here are given the source's Python types (numeric(20,0) → int, timestamptz →
 naive UTC), so keys read on either side match in one dictionary.
 """
@@ -21,10 +24,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-import psycopg
-
 from ..config import DatabaseSettings
-from ..errors import PinError, UnreachableError
+from ..errors import ConfigError, PinError, UnreachableError
 from ..position import Position
 from .pinning import Pin
 from .schema import Column, TableDef
@@ -37,8 +38,30 @@ def is_postgres(db: DatabaseSettings) -> bool:
     return db.kind == "postgresql"
 
 
+def driver() -> Any:
+    """The psycopg module (the `postgresql` extra)."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigError(
+            "a PostgreSQL target needs psycopg, which is not installed",
+            "pip install 'binlogsync[postgresql]'",
+        ) from exc
+    return psycopg
+
+
+def errors() -> tuple[type[Exception], ...]:
+    """psycopg's error class, when psycopg is installed (else nothing can raise it)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
+    return (psycopg.Error,)
+
+
 def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> Any:
     database = getattr(db, "database", "postgres")
+    psycopg = driver()
     try:
         conn = psycopg.connect(
             host=db.host,
@@ -63,7 +86,7 @@ def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> Any:
 def close(conn: Any) -> None:
     try:
         conn.close()
-    except psycopg.Error:
+    except errors():
         pass
 
 
@@ -165,7 +188,7 @@ def read_verified(conn: Any, source_table: str, target_table: str) -> Position |
             f"SELECT position FROM {VERIFIED} WHERE source_table = %s AND target_table = %s",
             (source_table, target_table),
         ).fetchone()
-    except psycopg.Error:  # no such table yet (or no grant): a full run rebuilds it
+    except errors():  # no such table yet (or no grant): a full run rebuilds it
         return None
     return None if row is None else Position.from_json(row[0])
 

@@ -2,7 +2,7 @@
 row by row, on the values where the two servers' text differs most: 8,000 doubles and floats
 (random bit patterns, every power of ten, subnormals, both zeros), every fraction length of
 DATETIME, TIMESTAMP and TIME (TIME beyond 24 h and negative), YEAR 0, DECIMAL(65,30), empty
-strings against NULL, 4-byte characters and every byte value."""
+strings against NULL, 4-byte characters, a latin1 column and every byte value."""
 
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ pytestmark = pytest.mark.integration
 MARIADB = """CREATE TABLE t (id INT PRIMARY KEY, db DOUBLE, f FLOAT, y YEAR,
     d DECIMAL(65,30), dt0 DATETIME, dt3 DATETIME(3), dt6 DATETIME(6), ts1 TIMESTAMP(1) NULL,
     ts6 TIMESTAMP(6) NULL, t0 TIME, t2 TIME(2), t6 TIME(6), dd DATE, s VARCHAR(20),
-    bl BLOB, b BIT(64))"""
+    bl BLOB, b BIT(64), l VARCHAR(20) CHARACTER SET latin1)"""
 POSTGRES = """CREATE TABLE enc.t (id integer PRIMARY KEY, db double precision, f real,
     y smallint, d numeric(65,30), dt0 timestamp(0), dt3 timestamp(3), dt6 timestamp(6),
     ts1 timestamptz(1), ts6 timestamptz(6), t0 interval, t2 interval, t6 interval, dd date,
-    s varchar(20), bl bytea, b numeric(20,0))"""
-COLUMNS = ("id, db, f, y, d, dt0, dt3, dt6, ts1, ts6, t0, t2, t6, dd, s, bl, b").split(", ")
+    s varchar(20), bl bytea, b numeric(20,0), l varchar(20))"""
+COLUMNS = ("id, db, f, y, d, dt0, dt3, dt6, ts1, ts6, t0, t2, t6, dd, s, bl, b, l").split(", ")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,7 @@ def _rows() -> list[tuple[Any, ...]]:
                 times[i % 6], at and at.date(), strings[i % 5],
                 bytes(range(i % 256)) if i % 3 else (b"" if i % 2 else None),
                 [0, 1, 2**63, 2**64 - 1][i % 4],
+                ["", "façade", "Ærø ÿ", None][i % 4],  # latin1 on MariaDB, UTF-8 on PostgreSQL
             )
         )  # fmt: skip
     return rows

@@ -69,6 +69,7 @@ from .schema import TablePair
 JSON_MODES = ("text", "value")
 HASHES = ("crc", "sha1", "sha256")
 PORTABLE = "sha256"  # the hash whose encoding PostgreSQL computes too
+UTF8_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8", "ascii", "binary"})
 HASH_CHOICES = ("auto", *HASHES)
 _ROW = "@binlogsync_row"  # the session variable that holds a row's encoding for its second CRC
 
@@ -84,6 +85,9 @@ class Encoding:
     hash: str = "sha1"  # the per-row hash (HASHES)
     types: tuple[str, ...] = ()  # the source's DATA_TYPE per column (for pgsql.py)
     fractions: tuple[int, ...] = ()  # fraction digits of temporal columns, else 0
+    # Portable only: text columns in a character set other than UTF-8, read as utf8mb4 so their
+    # bytes are what PostgreSQL (UTF-8) holds
+    converted: tuple[str, ...] = ()
 
     @property
     def portable(self) -> bool:
@@ -106,10 +110,17 @@ class Encoding:
         columns = [pair.source.column(c) for c in pair.columns]
         types = tuple(c.data_type for c in columns)
         fractions = tuple(c.fraction for c in columns)
-        return cls(pair.columns, kinds, nullable, normalised, hash, types, fractions)
+        converted = tuple(
+            c.name
+            for c in columns
+            if hash == PORTABLE and c.charset and c.charset not in UTF8_CHARSETS
+        )
+        return cls(pair.columns, kinds, nullable, normalised, hash, types, fractions, converted)
 
     def _value(self, name: str) -> str:
         col = ident(name)
+        if name in self.converted:
+            return f"CONVERT({col} USING utf8mb4)"
         return f"JSON_NORMALIZE({col})" if name in self.json else col
 
     def _fields(self, name: str, kind: str) -> list[str]:

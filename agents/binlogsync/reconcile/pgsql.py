@@ -12,7 +12,8 @@ to (docs/targets.md), as `bytea`, so that SHA-256 over them gives the source's d
     TIMESTAMP(n)             timestamptz, read in the session's time zone, which is UTC
     TIME(n)                  the interval as MariaDB prints a TIME: [-]HH:MM:SS[.f…], hours
                              not wrapped at 24 (838:59:59)
-    strings (text, varchar)  the UTF-8 bytes and their count (the source is utf8mb4)
+    strings (text, varchar)  the UTF-8 bytes and their count (the source reads a column in
+                             another character set, latin1, as utf8mb4: Encoding.converted)
     bytes (bytea)            the bytes and their count
 
 A column that may be NULL gets its flag, and NULL fields are skipped as CONCAT_WS skips them.
@@ -83,7 +84,7 @@ def unsupported(encoding: Encoding, types: Mapping[str, str]) -> str:
             return (
                 f"column {name} is {held} on PostgreSQL, which rewrites the document (key order, "
                 "spacing), so it cannot equal the source's text byte for byte; make it text "
-                "(binlogsync's own mapping of MariaDB JSON), or leave the column out"
+                "(binlogsync's own mapping of MariaDB JSON)"
             )
         if held not in ACCEPTED[family(source_type, kind)]:
             return (

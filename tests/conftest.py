@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Sandbox, Server
 
 
@@ -28,6 +29,16 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
         yield box
     finally:
         box.stop_all()
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[PgServer]:
+    """A private PostgreSQL server for one test module."""
+    server = PgServer().start()
+    try:
+        yield server
+    finally:
+        server.remove()
 
 
 @pytest.fixture(scope="session")

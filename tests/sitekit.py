@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from binlogsync.apply.postgres import checkpoints
 from binlogsync.devsite.localsite import LocalSite, wait_until
+from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import caught_up, differences, origin_gtid
 
@@ -63,3 +65,23 @@ def seed(s: LocalSite, target: str) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr + s.logs()
+
+
+def pg_site(tmp_path: Path, origin: Server, pg: PgServer, db: str) -> LocalSite:
+    """A site whose one target, `pgt`, is the PostgreSQL server `pg` (tables created from the
+    origin's definitions by a seed)."""
+    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
+    return LocalSite(tmp_path / "site", origin, [Server("pgt", 0, 0, "", 0)],
+                     tables=(f"{db}.*",), target_sections={"pgt": section})  # fmt: skip
+
+
+def wait_pg_caught_up(s: LocalSite, pg: PgServer, timeout: float = 90) -> None:
+    """Until the PostgreSQL target's checkpoint holds the origin's current GTID position."""
+    gtid = origin_gtid(s.origin)
+    try:
+        wait_until(
+            lambda: checkpoints(pg.url).get("origin", {}).get("gtid") == gtid, timeout, 0.05,
+            f"the PostgreSQL target reaching {gtid}",
+        )  # fmt: skip
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{s.logs()}") from None

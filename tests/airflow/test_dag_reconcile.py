@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 
 from airflowkit import run_dag, site_env
-from binlogsync.devsite.localsite import LocalSite
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
-from sitekit import create, seed, site, wait_equal
+from sitekit import create, pg_site, seed, site, wait_equal
 
 pytestmark = pytest.mark.airflow
 
@@ -66,35 +65,28 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
 
 
 def test_reconcile_compares_a_postgresql_target(
-    tmp_path: Path, airflow_home: Path, origin: Server, dbname: str
+    tmp_path: Path, airflow_home: Path, origin: Server, dbname: str, pg: PgServer
 ) -> None:
     """A PostgreSQL target's database is a `postgres` connection: the DAG compares it with
     its origin exactly, and names a row that drifted there."""
     create([origin], dbname, T)
     with origin.connect(dbname) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO t VALUES (%s, %s)", [(i, f"n{i}") for i in range(200)])
-    pg = PgServer().start()
-    try:
-        pgt = Server("pgt", 0, 0, "", 0)
-        section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
-        with LocalSite(tmp_path / "site", origin, [pgt], tables=(f"{dbname}.*",),
-                       target_sections={"pgt": section}) as s:  # fmt: skip
-            s.start()
-            s.wait_online()
-            seed(s, "pgt")
-            env = site_env(airflow_home, s)
-            env["AIRFLOW_CONN_BINLOGSYNC_DB_PGT"] = json.dumps(
-                {"conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
-                 "login": pg.user, "schema": "postgres"}
-            )  # fmt: skip
-            conf = {"tables": [f"{dbname}.*"]}
-            equal = run_dag(env, "reconcile", conf)
-            assert equal.ok, equal.output[-3000:]
-            with pg.connect() as conn:
-                conn.execute(f"UPDATE \"{dbname}\".t SET note = 'drifted' WHERE id = 17")
-            # A change outside replication: only a full run looks at every row.
-            found = run_dag(env, "reconcile", {**conf, "mode": "full"})
-            assert found.state == "failed" and found.tasks["reconcile_result"] == "failed"
-            assert "1 row(s) differ" in found.output and '"id": 17' in found.output
-    finally:
-        pg.remove()
+    with pg_site(tmp_path, origin, pg, dbname) as s:
+        s.start()
+        s.wait_online()
+        seed(s, "pgt")
+        env = site_env(airflow_home, s)
+        env["AIRFLOW_CONN_BINLOGSYNC_DB_PGT"] = json.dumps(
+            {"conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
+             "login": pg.user, "schema": "postgres"}
+        )  # fmt: skip
+        conf = {"tables": [f"{dbname}.*"]}
+        equal = run_dag(env, "reconcile", conf)
+        assert equal.ok, equal.output[-3000:]
+        with pg.connect() as conn:
+            conn.execute(f"UPDATE \"{dbname}\".t SET note = 'drifted' WHERE id = 17")
+        # A change outside replication: only a full run looks at every row.
+        found = run_dag(env, "reconcile", {**conf, "mode": "full"})
+        assert found.state == "failed" and found.tasks["reconcile_result"] == "failed"
+        assert "1 row(s) differ" in found.output and '"id": 17' in found.output

@@ -9,31 +9,18 @@ from __future__ import annotations
 import json
 import struct
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlogsync.apply.postgres import checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import origin_gtid
-from sitekit import create, seed
+from sitekit import create, pg_site, seed, wait_pg_caught_up
 from typeskit import COLUMNS, INSERT, NAMES
 from typeskit import row as _row
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgServer]:
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.remove()
 
 
 def _writes(origin: Server, db: str, start: int, count: int) -> None:
@@ -85,10 +72,7 @@ def test_every_type_seeded_streamed_through_kill_9_equal_row_by_row(
     create([origin], dbname, f"CREATE TABLE t ({COLUMNS})")
     with origin.connect(dbname) as conn, conn.cursor() as cur:
         cur.executemany(INSERT, [_row(i) for i in range(1, 201)])
-    pgt = Server("pgt", 0, 0, "", 0)
-    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
-    with LocalSite(tmp_path / "site", origin, [pgt], tables=(f"{dbname}.*",),
-                   target_sections={"pgt": section}) as s:  # fmt: skip
+    with pg_site(tmp_path, origin, pg, dbname) as s:
         s.start()
         s.wait_online()
         seed(s, "pgt")
@@ -98,14 +82,7 @@ def test_every_type_seeded_streamed_through_kill_9_equal_row_by_row(
             s.kill("pgt")
             s.start("pgt")
         writer.join()
-        gtid = origin_gtid(origin)
-        try:
-            wait_until(
-                lambda: checkpoints(pg.url).get("origin", {}).get("gtid") == gtid, 90, 0.05,
-                f"the PostgreSQL target reaching {gtid}",
-            )  # fmt: skip
-        except TimeoutError as exc:
-            raise AssertionError(f"{exc}\n{s.logs()}") from None
+        wait_pg_caught_up(s, pg)
     mine = _origin_rows(origin, dbname)
     with pg.connect() as conn:
         theirs = {

@@ -10,7 +10,6 @@ import datetime as dt
 import math
 import random
 import struct
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -33,15 +32,6 @@ POSTGRES = """CREATE TABLE enc.t (id integer PRIMARY KEY, db double precision, f
     ts1 timestamptz(1), ts6 timestamptz(6), t0 interval, t2 interval, t6 interval, dd date,
     s varchar(20), bl bytea, b numeric(20,0), l varchar(20))"""
 COLUMNS = ("id, db, f, y, d, dt0, dt3, dt6, ts1, ts6, t0, t2, t6, dd, s, bl, b, l").split(", ")
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgServer]:
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.remove()
 
 
 def _doubles() -> list[float]:
@@ -132,7 +122,7 @@ def test_postgresql_computes_mariadbs_encoding_byte_for_byte(
         conn.execute("SET TIME ZONE 'UTC'")
         described = postgres.describe(cur, "enc", "t")
         assert described is not None
-        types = described[1]
+        types = {c.name: c.data_type for c in described.columns}
         assert pgsql.unsupported(encoding, types) == ""
         cur.execute(pgsql.row_hashes_sql("enc", "t", ("id",), encoding, types, "TRUE"), [])
         theirs = {int(k): int(h) for k, h in cur.fetchall()}

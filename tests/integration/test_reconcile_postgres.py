@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlogsync.apply.postgres import checkpoints
 from binlogsync.config import PostgresSettings
-from binlogsync.devsite.localsite import LocalSite, wait_until
+from binlogsync.devsite.localsite import wait_until
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import origin_gtid
 from binlogsync.errors import ConfigError
 from binlogsync.reconcile.inprocess import InProcess
 from binlogsync.reconcile.job import Options, run
@@ -31,20 +28,11 @@ from reconcile_kit import (
     found,
     spark_fixture,  # noqa: F401 - the session's SparkSession, as fixture `spark`
 )
-from sitekit import create, seed
+from sitekit import create, pg_site, seed, wait_pg_caught_up
 from typeskit import COLUMNS, INSERT
 from typeskit import row as typed_row
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def pg() -> Iterator[PgServer]:
-    server = PgServer().start()
-    try:
-        yield server
-    finally:
-        server.remove()
 
 
 def pg_settings(pg: PgServer) -> PostgresSettings:
@@ -68,17 +56,6 @@ def _pg(pg: PgServer, *statements: str, args: Any = None) -> None:
     with pg.connect() as conn:
         for statement in statements:
             conn.execute(statement, args)
-
-
-def _caught_up(s: LocalSite, origin: Server, pg: PgServer) -> None:
-    gtid = origin_gtid(origin)
-    try:
-        wait_until(
-            lambda: checkpoints(pg.url).get("origin", {}).get("gtid") == gtid, 90, 0.05,
-            f"the PostgreSQL target reaching {gtid}",
-        )  # fmt: skip
-    except TimeoutError as exc:
-        raise AssertionError(f"{exc}\n{s.logs()}") from None
 
 
 def _next_float32(value: float) -> float:
@@ -145,11 +122,8 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
         cur.executemany(INSERT, [typed_row(i) for i in range(1, 201)])
         cur.execute("UPDATE t SET y = 0, tm = '-00:00:00.5', db = -0e0, f = 1e-40 WHERE id = 7")
         cur.execute("UPDATE t SET tm = '838:59:59', d = NULL, j = NULL WHERE id = 8")
-    pgt = Server("pgt", 0, 0, "", 0)
-    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
     table = f"{dbname}.t"
-    with LocalSite(tmp_path / "site", origin, [pgt], tables=(f"{dbname}.*",),
-                   target_sections={"pgt": section}) as s:  # fmt: skip
+    with pg_site(tmp_path, origin, pg, dbname) as s:
         s.start()
         s.wait_online()
         seed(s, "pgt")
@@ -158,7 +132,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
             cur.execute("UPDATE t SET vc = CONCAT(vc, '!'), d = d + 1 WHERE id BETWEEN 1 AND 40")
             cur.execute("UPDATE t SET id = id + 100000 WHERE id IN (41, 42)")  # the key moves
             cur.execute("DELETE FROM t WHERE id IN (43, 44)")
-        _caught_up(s, origin, pg)
+        wait_pg_caught_up(s, pg)
 
         # Equal, pinned to the PostgreSQL checkpoint, on both engines.
         for engine in (spark, InProcess(2)):
@@ -198,7 +172,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
 
         # --since-last: the state is in PostgreSQL; only the keys changed since are compared.
         execute(origin, dbname, "UPDATE t SET si = 7 WHERE id BETWEEN 50 AND 59")
-        _caught_up(s, origin, pg)
+        wait_pg_caught_up(s, pg)
         _pg(pg, f"UPDATE \"{dbname}\".t SET c = 'bad' WHERE id = 55")
         incremental = _reconcile(InProcess(2), origin, pg, [table], since_last=True)
         entry = incremental.tables[0]

@@ -38,12 +38,8 @@ class MySQL:
     detect = staticmethod(pinning.detect)
     read_verified = staticmethod(verified.read)
     write_verified = staticmethod(verified.write)
+    describe = staticmethod(schema.describe)
     portable = False  # whether only the portable hash can be computed there
-
-    @staticmethod
-    def describe(cur: Any, name: str, table: str) -> tuple[schema.TableDef, Types] | None:
-        found = schema.describe(cur, name, table)
-        return None if found is None else (found, {})
 
     @staticmethod
     def checksum_sql(side: tuple[str, str], encoding: Encoding, types: Types, where: str) -> str:

@@ -478,11 +478,7 @@ def _describe(
         label = options.target_label(t)
         with conn.cursor() as cur:
             try:
-                side = dialects.of(options.targets[t])
-                described = side.describe(cur, target_schema, table_name)
-                found = None if described is None else described[0]
-                if described is not None and side.portable:
-                    pg_types[t] = dict(described[1])
+                found = dialects.of(options.targets[t]).describe(cur, target_schema, table_name)
             except BinlogsyncError as exc:
                 state.errors[t] = str(exc)
                 continue
@@ -493,6 +489,8 @@ def _describe(
             )
             continue
         defs[t] = found
+        if dialects.of(options.targets[t]).portable:  # PostgreSQL: its types pick pgsql's SQL
+            pg_types[t] = {c.name: c.data_type for c in found.columns}
     left_out: dict[int, list[str]] = {}
     if options.common_columns and defs:
         shared = {c.name for c in source.columns}

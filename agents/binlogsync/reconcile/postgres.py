@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -91,9 +90,9 @@ def close(conn: Any) -> None:
 
 
 # -- the catalog --------------------------------------------------------------------------------
-def describe(cur: Any, schema: str, table: str) -> tuple[TableDef, Mapping[str, str]] | None:
-    """The table's definition (data_type as PostgreSQL names it) and its column types; None
-    when there is no such table."""
+def describe(cur: Any, schema: str, table: str) -> TableDef | None:
+    """The table's definition, its types as PostgreSQL names them (format_type); None when
+    there is no such table."""
     cur.execute(
         "SELECT c.oid, c.relkind, greatest(c.reltuples, 0)::bigint FROM pg_class c "
         "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s",
@@ -109,12 +108,11 @@ def describe(cur: Any, schema: str, table: str) -> tuple[TableDef, Mapping[str, 
         "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
         (oid,),
     )
-    columns, generated, types = [], [], {}
+    columns, generated = [], []
     for name, data_type, column_type, nullable, is_generated in cur.fetchall():
         if is_generated:
             generated.append(name)
             continue
-        types[name] = data_type
         columns.append(Column(name, data_type, column_type, nullable, None, "json" in data_type))
     cur.execute(
         "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
@@ -125,8 +123,7 @@ def describe(cur: Any, schema: str, table: str) -> tuple[TableDef, Mapping[str, 
     key = tuple(r[0] for r in cur.fetchall())
     if relkind not in ("r", "p"):
         key = ()  # a view: pair() then says it has no key
-    definition = TableDef(schema, table, tuple(columns), key, int(estimate), tuple(generated))
-    return definition, types
+    return TableDef(schema, table, tuple(columns), key, int(estimate), tuple(generated))
 
 
 def normalise_key(values: tuple[Any, ...], integer: tuple[bool, ...]) -> tuple[Any, ...]:

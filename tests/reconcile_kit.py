@@ -1,10 +1,9 @@
-"""Test kit for reconciliation: one SparkSession for the whole test session, tables with every
-column type, and a way to run a reconciliation in-process."""
+"""Test kit for reconciliation: one SparkSession (local mode) for the whole test session, tables
+with every column type, and a way to run a reconciliation in it."""
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,11 @@ import pytest
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.devsite.sandbox import Server
-from binlogsync.reconcile.job import Options, run, spark_session
-from binlogsync.reconcile.options import LOCAL_SUBMIT_ARGS
+from binlogsync.reconcile.job import Options, run
+from binlogsync.reconcile.options import CLASS_CACHE
+from binlogsync.reconcile.recheck import Diff
 from binlogsync.reconcile.report import Report
+from binlogsync.reconcile.sparkapp import SparkSettings, SparkStart
 
 ROWS = 3000
 
@@ -48,18 +49,16 @@ FROM seq_1_to_{rows}"""
 
 @pytest.fixture(scope="session", name="spark")
 def spark_fixture() -> Iterator[Any]:
-    """One local SparkSession for every reconciliation test (import `spark_fixture`)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # tests stay on loopback
-    session = spark_session(
-        "local[2]",
-        [("spark.ui.enabled", "false"), ("spark.sql.shuffle.partitions", "2")],
+    """One local SparkSession for every reconciliation test (import `spark_fixture`), started
+    as the command starts its own (sparkapp.SparkStart; the shared class archive)."""
+    settings = SparkSettings(
+        "local[2]", (("spark.ui.enabled", "false"),), CLASS_CACHE.expanduser()
     )
+    start = SparkStart(settings, os.environ)
     try:
-        yield session
+        yield start.session()
     finally:
-        session.stop()
+        start.stop()
 
 
 def db(server: Server) -> DatabaseSettings:
@@ -106,13 +105,24 @@ def found(report: Report) -> dict[tuple[Any, ...], tuple[str, tuple[str, ...]]]:
     return {d.key: (d.kind, d.columns) for d in all_diffs(report)}
 
 
-def all_diffs(report: Report) -> list[Any]:
-    rdd = report.rows_rdd
-    if rdd is None:
-        return []
-    from binlogsync.reconcile.tasks import RowResult
+def all_diffs(report: Report) -> list[Diff]:
+    """Every differing row the run found, from its DataFrame (rowstage.diffs)."""
+    import pickle
 
-    return rdd.flatMap(lambda r: list(r.diffs) if isinstance(r, RowResult) else []).collect()
+    if report.rows is None:
+        return []
+    return [
+        Diff(
+            r["table_index"],
+            r["target_index"],
+            tuple(pickle.loads(r["key_pickle"])),
+            r["kind"],
+            tuple(r["columns"]),
+            r["source_values"] or "",
+            r["target_values"] or "",
+        )
+        for r in report.rows.collect()
+    ]
 
 
 def parquet_rows(spark: Any, out: Path) -> list[dict[str, Any]]:

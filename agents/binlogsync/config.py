@@ -26,7 +26,6 @@ from typing import Any
 
 from .errors import ConfigError
 from .tables import TableFilter
-from .transport import curve
 
 _MISSING = object()
 
@@ -417,6 +416,8 @@ def _security(data: dict[str, Any], base: Path, hub: bool) -> Security:
 
 
 def _key_file(key: str, file: Path, secret: bool) -> None:
+    from .transport import curve  # zmq only where keys are checked: Spark executors lack it
+
     problem = curve.key_file_problem(file, secret)
     if problem is None:
         return
@@ -435,6 +436,8 @@ def _keys_dir(key: str, folder: Path) -> None:
             f"security.{key}: {folder} {state}",
             "make the folder and copy the peers' public NAME.key files into it",
         )
+    from .transport import curve
+
     for file in sorted(folder.glob("*.key")):
         problem = curve.key_file_problem(file, secret=False)
         if problem is not None:

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from binlogsync.devsite.sandbox import Server
-from binlogsync.reconcile.inprocess import InProcess
 from reconcile_kit import (
     ROWS,
     execute,
@@ -199,19 +198,3 @@ def test_two_targets_each_get_their_own_differences(
         }
     finally:
         sandbox.stop("rc_target2")
-
-
-def test_in_process_finds_every_kind_of_difference(
-    spark: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
-) -> None:
-    make_table([origin, target], dbname)
-    execute(target, dbname, *DAMAGE)
-    # The same stages on threads of this process (no JVM), as small local runs take them.
-    report = reconcile(InProcess(3), origin, [target], [f"{dbname}.t"], out=tmp_path)
-    assert report.exit_code == 1, report.render()
-    assert found(report) == EXPECTED
-    assert report.tables[0].chunks_split > 0  # the split path ran too
-    rows = {json.loads(r["key"])["id"]: r for r in parquet_rows(spark, tmp_path)}
-    assert {(k,): (r["kind"], tuple(r["columns"])) for k, r in rows.items()} == EXPECTED
-    summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["spark"]["master"] == "in-process"

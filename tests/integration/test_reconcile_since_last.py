@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from binlogsync.devsite.sandbox import Server
-from binlogsync.reconcile.inprocess import InProcess
 from reconcile_kit import (
     execute,
     found,
@@ -26,8 +25,8 @@ T = "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40))"
 OPTIONS = {"pin": "auto", "origin": "origin", "chunk_rows": 500, "since_last": True}
 
 
-def _run(origin: Server, target: Server, db: str, engine: Any = None) -> Any:
-    return reconcile(engine or InProcess(2), origin, [target], [f"{db}.t"], **OPTIONS)
+def _run(spark: Any, origin: Server, target: Server, db: str) -> Any:
+    return reconcile(spark, origin, [target], [f"{db}.t"], **OPTIONS)
 
 
 def _state(target: Server, db: str) -> list[Any]:
@@ -40,11 +39,9 @@ def _state(target: Server, db: str) -> list[Any]:
         return list(cur.fetchall())
 
 
-@pytest.mark.parametrize("engine", ["in-process", "spark"])
 def test_since_last_checks_the_changed_keys_only(
-    spark: Any, tmp_path: Path, origin: Server, target: Server, dbname: str, engine: str
+    spark: Any, tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
-    stages = spark if engine == "spark" else None  # the incremental run's key chunks in Spark
     create([origin, target], dbname, T)
     with site(tmp_path, origin, [target], dbname) as s:
         s.start()
@@ -55,7 +52,7 @@ def test_since_last_checks_the_changed_keys_only(
             )
         wait_equal(s, dbname, ["t"])
 
-        first = _run(origin, target, dbname)  # nothing verified yet: the whole table
+        first = _run(spark, origin, target, dbname)  # nothing verified yet: the whole table
         table = first.tables[0]
         assert first.exit_code == 0 and table.mode == "full", first.render()
         assert any("no earlier run found it equal" in n for n in table.notes), table.notes
@@ -80,7 +77,7 @@ def test_since_last_checks_the_changed_keys_only(
             "INSERT INTO t VALUES (80, 80, 'came back')",
             "UPDATE t SET note = 'outside' WHERE id = 2500",
         )
-        incremental = _run(origin, target, dbname, stages)
+        incremental = _run(spark, origin, target, dbname)
         table = incremental.tables[0]
         assert table.mode == "since-last", table.notes
         assert any("53 changed keys" in n for n in table.notes), table.notes
@@ -88,7 +85,7 @@ def test_since_last_checks_the_changed_keys_only(
         assert table.source_rows == 51  # 50 updated rows and the moved one; 80 is gone
         assert _state(target, dbname) == []  # not equal: the next run starts whole
 
-        whole = _run(origin, target, dbname)
+        whole = _run(spark, origin, target, dbname)
         assert whole.tables[0].mode == "full"
         assert found(whole) == {
             (20,): ("changed", ("note",)),
@@ -103,17 +100,17 @@ def test_since_last_checks_the_changed_keys_only(
             "DELETE FROM t WHERE id = 80",
             "UPDATE t SET note = 'n2500' WHERE id = 2500",
         )
-        assert _run(origin, target, dbname).exit_code == 0  # whole again, and equal
-        nothing = _run(origin, target, dbname)  # nothing changed since
+        assert _run(spark, origin, target, dbname).exit_code == 0  # whole again, and equal
+        nothing = _run(spark, origin, target, dbname)  # nothing changed since
         assert nothing.exit_code == 0 and nothing.tables[0].mode == "since-last"
         assert nothing.tables[0].source_rows == 0 and nothing.tables[0].chunks == 0
 
         # The state table lost: the next run compares whole and writes it again.
         execute(target, None, "DROP TABLE binlogsync.reconcile_verified")
-        rebuilt = _run(origin, target, dbname)
+        rebuilt = _run(spark, origin, target, dbname)
         assert rebuilt.exit_code == 0 and rebuilt.tables[0].mode == "full"
         assert len(_state(target, dbname)) == 1
         execute(origin, dbname, "UPDATE t SET v = 0 WHERE id = 1")
         wait_equal(s, dbname, ["t"])
-        after = _run(origin, target, dbname)
+        after = _run(spark, origin, target, dbname)
         assert after.tables[0].mode == "since-last" and after.tables[0].source_rows == 1

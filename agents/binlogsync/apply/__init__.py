@@ -9,7 +9,35 @@ checkpoint.py    the binlogsync.checkpoint / binlogsync.skipped tables; explicit
 applier.py       Applier: one target transaction per call (or per streamed transaction)
 """
 
-from .applier import Applier, failed_at
-from .checkpoint import Skipped, list_skipped, skip
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .applier import Applier, failed_at
+    from .checkpoint import Skipped, list_skipped, skip
 
 __all__ = ["Applier", "Skipped", "failed_at", "list_skipped", "skip"]
+
+_FACE = {
+    "Applier": "applier",
+    "failed_at": "applier",
+    "Skipped": "checkpoint",
+    "list_skipped": "checkpoint",
+    "skip": "checkpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The face, imported when first used: importing `apply.statements` or `apply.checkpoint`
+    alone (reconciliation's Spark executors do) must not pull in the applier, whose schema
+    following reads DDL with the capture side's parser (python-mysql-replication)."""
+    if name not in _FACE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{_FACE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+

@@ -1,34 +1,33 @@
-"""The reconciliation job: plan on the driver, checksum and compare in Spark, report, repair.
-(Small local runs use inprocess.py instead of Spark: the same stages on threads.)
+"""The reconciliation job, a Spark application: plan on the driver, checksum and compare in
+Spark, report, repair.
 
     1. plan (driver)      describe every table on the source and each target; refuse what
                           cannot be compared (missing table, no primary key, differing columns)
                           with one clear line each; choose each target's pin; cut every table
-                          into primary-key chunks
+                          into primary-key chunks. It runs while Spark starts (sparkapp.py)
     2. checksums (Spark)  one task per group of chunks: each chunk checksummed on the source at
                           a snapshot position and on every target once it has applied that
-                          position (tasks.py)
-    3. rows (Spark)       per differing chunk: one with more rows than `max_task_rows` on
-                          either side is first cut into pieces that are checksummed again (in
-                          the same task), so no task ever holds more than that many rows; then
-                          (key, hash) of every row of each small differing piece on both sides,
-                          then the re-check rounds. The result is persisted once and read three
-                          times (counts, Parquet, repair keys), never collected whole
-    4. report, repair     report.py, repair.py
+                          position; a chunk that differs is narrowed in the same task to small
+                          pieces, whose (key, row hash) rows come out of the task (tasks.py)
+    3. rows (Spark SQL)   those rows as a DataFrame, source FULL OUTER JOIN target on the key;
+                          the differing keys re-checked in executors while writes continue
+                          (rowstage.py, recheck.py)
+    4. report, repair     summary.json, and rows.parquet written by Spark (report.py);
+                          repair.py
 
 Spark parallelises the chunks; the heavy lifting (hashing every row) happens inside each
 database, so a table that matches costs one pass of checksum queries and moves one row per
 chunk. The number of Spark partitions per stage is `connections`, which bounds the sessions
-each database sees to `connections` (source) and `connections` per target.
+each database sees to `connections` (source) and `connections` per target. The tasks get no
+password (passwords.py); executors without binlogsync get its code (shipping.py).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -38,18 +37,17 @@ from ..config import DatabaseSettings
 from ..errors import BinlogsyncError, ConfigError
 from ..position import Position
 from . import chunks as chunking
-from . import dialects, pgsql, pinning, postgres, schema, verified
+from . import dialects, passwords, pgsql, pinning, postgres, rowstage, schema, shipping, verified
 from .changed import changed_keys
 from .checksums import HASH_CHOICES, PORTABLE, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
-from .inprocess import InProcess
 from .pinning import Pin
 from .report import Report, TableReport
-from .tasks import ChunkResult, Context, RowResult, TableSpec, TargetSpec, TaskError
+from .sparkapp import SparkStart, is_local
+from .tasks import ChunkResult, Context, Leaf, TableSpec, TargetSpec, TaskError
 
 log = logging.getLogger(__name__)
-APP_NAME = "binlogsync-reconcile"
 
 
 @dataclass(frozen=True)
@@ -160,112 +158,74 @@ class _TableState:
     notes: list[str] = field(default_factory=list)
 
 
-def spark_context(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
-    """A SparkContext: the running one (spark-submit), else a new one (`local[*]` unless
-    `master` or spark-submit says otherwise). No SQL session is needed (it would cost seconds
-    of JVM start-up): the stages are RDD jobs and the Parquet report is written by pyarrow."""
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
-    given = SparkConf()
-    builder = given.setAppName(APP_NAME) if not given.contains("spark.app.name") else given
-    if master:
-        builder = builder.setMaster(master)
-    elif not given.contains("spark.master"):
-        builder = builder.setMaster("local[*]")
-    defaults = {"spark.ui.showConsoleProgress": "false"}
-    effective = master or given.get("spark.master", "local[*]")
-    if effective.startswith("local"):
-        # One machine: no web UI to start (saves a second), and stay on loopback.
-        defaults.update(
-            {
-                "spark.ui.enabled": "false",
-                "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1",
-            }
-        )
-    explicit = dict(conf)
-    for key, value in defaults.items():
-        if key not in explicit and not given.contains(key):
-            builder = builder.set(key, value)
-    for key, value in conf:
-        builder = builder.set(key, value)
-    sc = SparkContext.getOrCreate(builder)
-    sc.setLogLevel("WARN")
-    return sc
-
-
-def spark_session(master: str | None = None, conf: Sequence[tuple[str, str]] = ()) -> Any:
-    """A SparkSession on `spark_context(master, conf)`."""
-    from pyspark.sql import SparkSession
-
-    spark_context(master, conf)
-    return SparkSession.builder.getOrCreate()
-
-
 def run(options: Options, spark: Any, started: float | None = None) -> Report:
-    """Compare, report (and repair when asked). `spark` is a SparkContext or a SparkSession.
-    `started` is when the run began, before Spark started, so the report can give times with
-    and without Spark's start-up."""
+    """Compare, report (and repair when asked). `spark` is a SparkSession, or a `SparkStart`
+    whose session the plan does not wait for. `started` is when the run began, before Spark
+    started, so the report can give times with and without the wait for Spark."""
     began = time.monotonic()
     report = Report(options, started if started is not None else began, began)
-    sc = getattr(spark, "sparkContext", spark)
-    report.spark = {
-        "master": sc.master,
-        "app_id": sc.applicationId,
-        "version": sc.version,
-        "parallelism": sc.defaultParallelism,
-    }
     try:
         states, ctx = _plan(options, report)
     except BinlogsyncError as exc:
         report.fatal(str(exc))
+        _describe_spark(report, _session(spark, report))
         return report.finish()
     report.stage("plan", time.monotonic() - began, sum(len(s.chunks) for s in states))
+    session = _session(spark, report)
+    sc = session.sparkContext
+    _describe_spark(report, session)
     connections = options.connections or max(1, min(sc.defaultParallelism, 8))
     report.spark["connections"] = connections
-
-    results = _checksum_stage(sc, ctx, states, connections, report)
-    rows = _rows_stage(sc, ctx, _differing(results), connections, report)
-    report.add_rows(rows, states)
-    _record_verified(options, report)
-    if options.out is not None:
-        written = time.monotonic()
-        report.write(options.out)
-        report.stage("write report", time.monotonic() - written, 0)
-    if options.repair is not None and not report.errors_present():
-        from .repair import repair
-
-        repair(options, ctx, report)
+    session.conf.set("spark.sql.shuffle.partitions", str(connections))
+    secrets = passwords.Distributed(sc, ctx.passwords(), is_local(sc.master))
+    try:
+        _ship(sc, secrets.folder)
+        tasks = ctx.without_passwords(secrets.name)
+        emitted = _checksum_stage(sc, tasks, states, connections, report)
+        frame = _rows_stage(session, tasks, emitted, report)
+        _record_verified(options, report)
         if options.out is not None:
-            report.write_summary(options.out)
+            written = time.monotonic()
+            report.write(options.out, session)
+            report.stage("write report", time.monotonic() - written, 0)
+        if options.repair is not None and not report.errors_present():
+            from .repair import repair
+
+            repair(options, ctx, report)
+            if options.out is not None:
+                report.write_summary(options.out)
+        del frame
+    finally:
+        secrets.remove()
     return report.finish()  # report.release() drops the persisted rows
 
 
-def estimated_rows(options: Options) -> int | None:
-    """The source tables' rows by the server's estimate (information_schema); None when the
-    source cannot say (the run itself then reports why)."""
-    try:
-        conn = connect(options.source, "source")
-    except BinlogsyncError:
-        return None
-    try:
-        with conn.cursor() as cur:
-            total = 0
-            for name in options.tables:
-                schema_name, _dot, table_name = name.partition(".")
-                cur.execute(
-                    "SELECT TABLE_ROWS FROM information_schema.TABLES "
-                    "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                    (schema_name, table_name),
-                )
-                row = cur.fetchone()
-                total += int(row[0] or 0) if row else 0
-            return total
-    except pymysql.err.MySQLError:
-        return None
-    finally:
-        close(conn)
+def _session(spark: Any, report: Report) -> Any:
+    if isinstance(spark, SparkStart):
+        waiting = time.monotonic()
+        session = spark.session()
+        report.spark_wait += time.monotonic() - waiting
+        return session
+    return spark
+
+
+def _describe_spark(report: Report, session: Any) -> None:
+    sc = session.sparkContext
+    report.spark = {
+        "master": sc.master,
+        "app_id": sc.applicationId,
+        "app_name": sc.appName,
+        "version": sc.version,
+        "parallelism": sc.defaultParallelism,
+    }
+
+
+def _ship(sc: Any, folder: Path) -> None:
+    """binlogsync's code for executors outside this machine, unless spark-submit shipped it
+    (shipping.py); local executors run this process's Python, which has it."""
+    if is_local(sc.master) or shipping.shipped(sc.getConf().get("spark.submit.pyFiles", "")):
+        return
+    sc.addPyFile(str(shipping.build(folder)))
 
 
 KEY_CHUNK = 2_000  # changed keys per chunk of an incremental run (a quarter for composite keys)
@@ -360,6 +320,7 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
             entry.error = report.target_errors.get(t, "") or entry.error
             report.tables.append(entry)
     report.plan = states
+    report.add_plan(states)
     return states, ctx
 
 
@@ -549,77 +510,63 @@ def _describe(
     )
 
 
-# -- 2. checksums ----------------------------------------------------------------------------
+# -- 2. checksums, 3. rows ----------------------------------------------------------------------------
+def _checksum_stage(
+    sc: Any, ctx: Context, states: list[_TableState], n: int, report: Report
+) -> Any:
+    """Checksum every chunk (and narrow those that differ): the task results, persisted,
+    their checksums, leaves and errors already in the report."""
+    from pyspark import StorageLevel
+
+    from .tasks import checksum_partition, is_row_hash
+
+    items = [(c, tuple(sorted(s.pairs))) for s in states if s.spec is not None for c in s.chunks]
+    started = time.monotonic()
+    groups = _partitions(items, n)
+    if not groups:
+        report.stage("checksums", 0.0, 0)
+        return None
+    emitted = sc.parallelize(groups, len(groups)).mapPartitions(
+        lambda part: checksum_partition(ctx, [x for g in part for x in g])
+    )
+    emitted = emitted.persist(StorageLevel.MEMORY_AND_DISK)
+    meta = emitted.filter(lambda r: not is_row_hash(r)).collect()
+    report.stage("checksums", time.monotonic() - started, len(items))
+    results = [r for r in meta if isinstance(r, ChunkResult)]
+    report.add_checksums([r for r in results if "." not in r.chunk.number], level=1)
+    report.add_checksums([r for r in results if "." in r.chunk.number], level=2)
+    report.add_leaves([r for r in meta if isinstance(r, Leaf)])
+    for r in meta:
+        if isinstance(r, TaskError):
+            report.task_error(r)
+    if not any(isinstance(r, Leaf) for r in meta):
+        emitted.unpersist()
+        return None
+    return emitted
+
+
+def _rows_stage(session: Any, ctx: Context, emitted: Any, report: Report) -> Any:
+    """Join the differing pieces' rows in Spark SQL and re-check the candidates: the report's
+    rows as a DataFrame (None when no chunk differed)."""
+    if emitted is None:
+        return None
+    started = time.monotonic()
+    try:
+        found = rowstage.candidates(session, emitted)
+        results, rechecked, errors = rowstage.recheck(session, ctx, found)
+    finally:
+        emitted.unpersist()
+    for e in errors:
+        report.task_error(e)
+    report.add_rechecked(rechecked)
+    frame = rowstage.diffs(session, results)
+    report.add_diffs(frame, results)
+    report.stage("rows", time.monotonic() - started, sum(r.candidates for r in rechecked))
+    return frame
+
+
 def _partitions(items: list[Any], n: int) -> list[list[Any]]:
     """Deal `items` (largest first) round-robin into at most `n` groups."""
     ordered = sorted(items, key=lambda item: -item[0].estimate)
     groups = [ordered[i::n] for i in range(min(n, len(ordered)))]
     return [g for g in groups if g]
-
-
-def _run_stage(sc: Any, function: Any, ctx: Context, items: list[Any], n: int) -> list[Any]:
-    groups = _partitions(items, n)
-    if not groups:
-        return []
-    rdd = sc.parallelize(groups, len(groups))
-    return list(
-        rdd.mapPartitions(lambda part: function(ctx, [x for g in part for x in g])).collect()
-    )
-
-
-def _checksum_stage(
-    sc: Any, ctx: Context, states: list[_TableState], n: int, report: Report
-) -> list[ChunkResult]:
-    from .tasks import checksum_partition
-
-    items = [(c, tuple(sorted(s.pairs))) for s in states if s.spec is not None for c in s.chunks]
-    started = time.monotonic()
-    out = _run_stage(sc, checksum_partition, ctx, items, n)
-    report.stage("checksums", time.monotonic() - started, len(items))
-    results = [r for r in out if isinstance(r, ChunkResult)]
-    for r in out:
-        if isinstance(r, TaskError):
-            report.task_error(r)
-    report.add_checksums(results, level=1)
-    return results
-
-
-def _differing(results: list[ChunkResult]) -> list[tuple[Chunk, int, int, int]]:
-    """(chunk, target, source rows, target rows) for every chunk and target that differ."""
-    out = []
-    for r in results:
-        for t, side in r.targets:
-            if (side.count, side.total) != (r.source.count, Decimal(r.source.total)):
-                out.append((r.chunk, t, r.source.count, side.count))
-    return out
-
-
-# -- 4. rows -----------------------------------------------------------------------------------
-def _rows_stage(
-    sc: Any, ctx: Context, leaves: list[tuple[Chunk, int, int, int]], n: int, report: Report
-) -> Any:
-    from .tasks import rows_partition
-
-    if not leaves:
-        return None
-    groups = _partitions(leaves, n)
-    started = time.monotonic()
-    rdd = sc.parallelize(groups, len(groups)).mapPartitions(
-        lambda part: rows_partition(ctx, [x for g in part for x in g])
-    )
-    if isinstance(sc, InProcess):
-        rdd = rdd.persist()
-    else:
-        from pyspark import StorageLevel
-
-        rdd = rdd.persist(StorageLevel.MEMORY_AND_DISK)
-    show = report.options.show
-    summaries = rdd.map(lambda r: r if isinstance(r, TaskError) else r.summary(show)).collect()
-    report.stage("rows", time.monotonic() - started, len(leaves))
-    for r in summaries:
-        if isinstance(r, TaskError):
-            report.task_error(r)
-        else:
-            assert isinstance(r, RowResult)
-    report.row_summaries = [r for r in summaries if isinstance(r, RowResult)]
-    return rdd

@@ -1,17 +1,20 @@
 """The command line of `binlogsync reconcile` and of `spark_jobs/reconcile_job.py` (the same
-options for both), and the run of one reconciliation from it. Importing this module is cheap:
-PySpark is imported only when a run starts.
+options for both), and the run of one reconciliation from it: always a Spark application
+(sparkapp.py). Importing this module is cheap: PySpark is imported only when a run starts.
+
+Exit codes keep diff(1)'s meaning: 0 equal, 1 the copies differ, 2 the run could not compare
+(a table or database could not be read, bad options, no Java or PySpark, a crash).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from ..errors import BinlogsyncError, ConfigError
 from .checksums import HASH_CHOICES, JSON_MODES
@@ -20,13 +23,17 @@ from .urls import parse_url
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
-ENGINES = ("auto", "spark", "in-process")
-LOCAL_SUBMIT_ARGS = "--driver-java-options '-XX:TieredStopAtLevel=1 -XX:+UseSerialGC' pyspark-shell"
+CLASS_CACHE = Path("~/.cache/binlogsync/spark-cds")  # sparkapp.ClassCache; "none": no archive
+log = logging.getLogger(__name__)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--source", required=True, metavar="URL", help="mysql://user[:password]@host:port"
+        "--source",
+        required=True,
+        metavar="URL",
+        help="mysql://user@host:port; the password from ?password_file=PATH, ?password_env=VAR "
+        f"(default ${SOURCE_PASSWORD_ENV}) or the URL",
     )
     p.add_argument(
         "--target",
@@ -99,20 +106,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--show", type=int, default=20, help="differing keys listed per table")
     p.add_argument(
-        "--engine",
-        default="auto",
-        choices=ENGINES,
-        help="where the stages run: spark, or in-process (threads, no JVM); auto: in-process "
-        "unless --master names a cluster or spark-submit runs the job",
+        "--master",
+        help="Spark master: local[*] by default (spark-submit's under spark-submit), or "
+        "spark://host:7077, yarn, k8s://…; on a cluster binlogsync's code is shipped to the "
+        "executors (their Python needs no binlogsync)",
     )
     p.add_argument(
-        "--in-process-rows",
-        type=int,
-        metavar="N",
-        help="auto sends a local run of more than N source rows (the server's estimate) to "
-        "Spark's local mode (default: none; in-process was faster at every size measured)",
+        "--class-cache",
+        default=str(CLASS_CACHE),
+        metavar="DIR",
+        help="where the driver JVM's class-data-sharing archive is kept (made by the first "
+        "run, it halves Spark's start-up); 'none' for no archive",
     )
-    p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration"
     )
@@ -126,6 +131,15 @@ def _pairs(values: Sequence[str], flag: str) -> list[tuple[str, str]]:
             raise ConfigError(f"{flag} {value!r} is not KEY=VALUE")
         out.append((key, val))
     return out
+
+
+def _class_cache(text: str, env: Mapping[str, str]) -> Path | None:
+    if text.strip().lower() in ("", "none", "off"):
+        return None
+    if text.startswith("~"):
+        home = env.get("HOME") or str(Path.home())
+        return Path(home) / text[2:] if text.startswith("~/") else Path(text).expanduser()
+    return Path(text)
 
 
 def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
@@ -164,54 +178,46 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def run_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = None) -> int:
-    """Run one reconciliation; print the readable summary; return the exit code."""
-    from .job import run, spark_context
-
-    env = os.environ if env is None else env
-    started = time.monotonic()
-    options = options_from(args, env)
-    conf = _pairs(args.conf, "--conf")
-    if choose_engine(args, options, env) == "in-process":
-        from .inprocess import InProcess
-
-        stages: Any = InProcess(args.connections or min(os.cpu_count() or 1, 8))
-    else:
-        # Executors run the interpreter named by PYSPARK_PYTHON, `python3` on PATH otherwise,
-        # which may lack binlogsync; in local mode this interpreter is the right one.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        if not args.master or args.master.startswith("local"):
-            # The driver JVM only schedules tasks here: its quick compiler and a serial GC start
-            # it ~1 s sooner and leave the CPU to the databases (measured on 2 cores).
-            os.environ.setdefault("PYSPARK_SUBMIT_ARGS", LOCAL_SUBMIT_ARGS)
-            # Local mode stays on loopback from the JVM's first moment (before SparkConf).
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        stages = spark_context(args.master, conf)
+def run_from_args(args: argparse.Namespace, env: MutableMapping[str, str] | None = None) -> int:
+    """Run one reconciliation; print the readable summary; return the exit code: 0, 1, or 2
+    for anything that kept it from comparing, an unexpected failure included (never 1)."""
+    environ: MutableMapping[str, str] = os.environ if env is None else env
     try:
-        report = run(options, stages, started)  # type: ignore[arg-type]
+        return _run(args, environ)
+    except BinlogsyncError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure must not exit 1 ("differ")
+        log.debug("reconcile failed", exc_info=True)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(
+            f"error: the reconciliation failed: {type(exc).__name__}: {first} "
+            "(run with --log-level debug for the traceback)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
+
+
+def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
+    from .job import run
+    from .sparkapp import SparkSettings, SparkStart
+
+    started = time.monotonic()
+    options = options_from(args, environ)
+    settings = SparkSettings(
+        args.master,
+        tuple(_pairs(args.conf, "--conf")),
+        _class_cache(args.class_cache, environ),
+    )
+    spark = SparkStart(settings, environ)  # starts now; the plan runs meanwhile
+    try:
+        report = run(options, spark, started)  # type: ignore[arg-type]
         report.release()
     finally:
-        stages.stop()
+        spark.stop()
     print(report.render(), flush=True)
     return report.exit_code
-
-
-def choose_engine(args: argparse.Namespace, options: object, env: Mapping[str, str]) -> str:
-    """spark or in-process: as asked; for auto, in-process when the run is local (no cluster
-    master, not under spark-submit), unless --in-process-rows sends larger tables to Spark's
-    local mode. On one machine the in-process engine was faster at every size measured
-    (docs/reconcile.md, Benchmark): Spark's start costs 4–7 s, and its local workers do what
-    the threads do, since the databases do the hashing."""
-    if args.engine != "auto":
-        return str(args.engine)
-    if (args.master and not args.master.startswith("local")) or "PYSPARK_GATEWAY_PORT" in env:
-        return "spark"
-    if args.in_process_rows is None or getattr(options, "since_last", False):
-        return "in-process"  # since-last: bounded by the changed keys, not by the table
-    from .job import estimated_rows
-
-    rows = estimated_rows(options)  # type: ignore[arg-type]
-    return "in-process" if rows is None or rows <= args.in_process_rows else "spark"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -221,8 +227,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        return run_from_args(args)
-    except BinlogsyncError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    return run_from_args(args)

@@ -23,6 +23,7 @@ is only right when nothing writes those rows meanwhile; `--repair` has no such c
 from __future__ import annotations
 
 import datetime as dt
+import pickle
 from collections import defaultdict
 from collections.abc import Sequence
 from decimal import Decimal
@@ -38,7 +39,8 @@ from ..position import Position
 from . import checksums, dialects, pinning
 from .connections import close, connect
 from .dialects import MySQL
-from .tasks import KEY_BATCH, Context, RowResult, TableSpec
+from .recheck import KEY_BATCH
+from .tasks import Context, TableSpec
 
 if TYPE_CHECKING:
     from .job import Options
@@ -78,18 +80,18 @@ def repair(options: Options, ctx: Context, report: Report) -> None:
 
 
 def _keys(options: Options, report: Report) -> dict[tuple[int, int], list[tuple[Any, ...]]] | None:
-    rdd = report.rows_rdd
+    frame = report.rows
     out: dict[tuple[int, int], list[tuple[Any, ...]]] = defaultdict(list)
-    if rdd is None:
+    if frame is None:
         return out
     limit = options.max_repair_rows
-    found = rdd.flatMap(
-        lambda r: (
-            [(d.table, d.target, d.key) for d in r.diffs if d.kind in REPAIRABLE]
-            if isinstance(r, RowResult)
-            else []
-        )
-    ).take(limit + 1)
+    found = [
+        (row[0], row[1], pickle.loads(row[2]))
+        for row in frame.where(frame.kind.isin(*REPAIRABLE))
+        .select("table_index", "target_index", "key_pickle")
+        .limit(limit + 1)
+        .collect()
+    ]
     if len(found) > limit:
         message = (
             f"more than {limit:,} rows differ: a repair that size should be a reseed of the "

@@ -6,10 +6,13 @@ Output folder (`--out DIR`):
                      per table and target: status, rows on each side, chunks, how many rows
                      were compared one by one, missing / extra / changed / unsettled counts,
                      the first differing keys, notes, errors, time and rows/s
-    rows.parquet     one row per differing key (written with pyarrow as rows stream in):
-                     table, target, target_table, kind, key (JSON object), columns (array of
-                     differing column names, changed rows), source_values / target_values
-                     (JSON objects of those columns, values cut to 200 characters), chunk
+    rows.parquet/    one row per differing key, written by Spark, partitioned by table
+                     (`table=shop.orders/part-….parquet`; read it with
+                     `spark.read.parquet("DIR/rows.parquet")`): table, target, target_table,
+                     kind, key (JSON object), columns (array of differing column names,
+                     changed rows), source_values / target_values (JSON objects of those
+                     columns, values cut to 200 characters), chunk. With no differing row it
+                     holds one file with these columns and no row
     repair-*.sql     with --repair=sql, one file per target (repair.py)
 
 Kinds: `missing` (on the source, not on the target), `extra` (on the target only), `changed`
@@ -24,9 +27,8 @@ still reported).
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
-import shutil
+import pickle
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -35,24 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..position import Position
-from .tasks import ChunkResult, Diff, RowResult, TaskError, show
+from . import rowstage
+from .recheck import Diff, Rechecked, show
+from .tasks import ChunkResult, Leaf, TaskError
 
 if TYPE_CHECKING:
     from .job import Options, _TableState
     from .pinning import Pin
 
-KINDS = ("missing", "extra", "changed", "unsettled")
-ROW_COLUMNS = (
-    "table",
-    "target",
-    "target_table",
-    "kind",
-    "key",
-    "columns",
-    "source_values",
-    "target_values",
-    "chunk",
-)
+KINDS = rowstage.KINDS
 
 
 @dataclass
@@ -71,6 +64,7 @@ class TableReport:
     chunks_differing: int = 0
     chunks_split: int = 0
     rows_compared: int = 0  # rows fetched one by one (both sides), in differing chunks
+    largest_piece: int = 0  # most rows on one side of a piece compared row by row
     candidates: int = 0
     rounds: int = 0
     counts: Counter[str] = field(default_factory=Counter)
@@ -126,6 +120,7 @@ class TableReport:
             "chunks_differing": self.chunks_differing,
             "chunks_split": self.chunks_split,
             "rows_compared": self.rows_compared,
+            "largest_piece_rows": self.largest_piece,
             "candidates": self.candidates,
             "recheck_rounds": self.rounds,
             **{k: self.counts[k] for k in KINDS},
@@ -137,12 +132,6 @@ class TableReport:
                 "last": str(self.last_position) if self.last_position else None,
             },
         }
-
-
-def _key_json(key: tuple[Any, ...], columns: tuple[str, ...]) -> str:
-    return json.dumps(
-        {c: show(v) for c, v in zip(columns, key, strict=False)}, ensure_ascii=False, default=str
-    )
 
 
 def _diff_json(d: Diff) -> dict[str, Any]:
@@ -159,7 +148,8 @@ class Report:
     def __init__(self, options: Options, started: float, began: float) -> None:
         self.options = options
         self.started = started  # before Spark started
-        self.began = began  # Spark up, work begins
+        self.began = began  # the run's work begins (Spark may still be starting)
+        self.spark_wait = 0.0  # seconds the run waited for Spark after its plan
         self.started_at = dt.datetime.now(dt.UTC)
         self.finished: float | None = None
         self.spark: dict[str, Any] = {}
@@ -169,8 +159,8 @@ class Report:
         self.errors: list[str] = []  # errors not tied to one table
         self.stages: list[dict[str, Any]] = []
         self.plan: list[_TableState] = []
-        self.row_summaries: list[RowResult] = []
-        self.rows_rdd: Any = None
+        self.rows: Any = None  # the report's rows: a DataFrame (rowstage.diffs)
+        self.rows_results: Any = None  # the persisted re-check results it is read from
         self.repair: dict[str, Any] | None = None
         self.key_columns: dict[int, tuple[str, ...]] = {}
         self.files: dict[str, str] = {}
@@ -225,21 +215,44 @@ class Report:
                 elif differs:
                     r.chunks_split += 1
 
-    def add_rows(self, rdd: Any, states: list[_TableState]) -> None:
-        self.rows_rdd = rdd
+    def add_plan(self, states: list[_TableState]) -> None:
         for state in states:
             if state.spec is not None:
                 self.key_columns[state.index] = state.spec.key
-        for res in self.row_summaries:
+
+    def add_leaves(self, leaves: Iterable[Leaf]) -> None:
+        """The pieces whose rows went to the row stage."""
+        for leaf in leaves:
+            r = self._table(leaf.table, leaf.target)
+            r.rows_compared += leaf.source_rows + leaf.target_rows
+            r.largest_piece = max(r.largest_piece, leaf.source_rows, leaf.target_rows)
+            r.chunks_split += int("." in leaf.chunk)
+
+    def add_rechecked(self, rechecked: Iterable[Rechecked]) -> None:
+        for res in rechecked:
             r = self._table(res.table, res.target)
-            r.rows_compared += res.source_rows + res.target_rows
-            r.chunks_split += int("." in res.chunk.number)
             r.candidates += res.candidates
             r.rounds = max(r.rounds, res.rounds)
-            r.counts.update(dict(res.counts))
-            room = self.options.show - len(r.sample)
-            if room > 0:
-                r.sample.extend(res.diffs[:room])
+
+    def add_diffs(self, frame: Any, results: Any) -> None:
+        """The differing rows (a DataFrame over the persisted `results`): their counts and the
+        first `show` of each table and target."""
+        self.rows, self.rows_results = frame, results
+        for (index, t), kinds in rowstage.counts(frame).items():
+            self._table(index, t).counts.update(kinds)
+        for row in rowstage.samples(frame, self.options.show):
+            r = self._table(row["table_index"], row["target_index"])
+            r.sample.append(
+                Diff(
+                    row["table_index"],
+                    row["target_index"],
+                    tuple(pickle.loads(row["key_pickle"])),
+                    row["kind"],
+                    tuple(row["columns"]),
+                    row["source_values"] or "",
+                    row["target_values"] or "",
+                )
+            )
         for r in self.tables:
             r.sample.sort(key=lambda d: (KINDS.index(d.kind), repr(d.key)))
 
@@ -258,17 +271,21 @@ class Report:
 
     def release(self) -> None:
         """Drop the persisted row results (Spark memory and disk)."""
-        if self.rows_rdd is not None:
-            self.rows_rdd.unpersist()
-            self.rows_rdd = None
+        if self.rows_results is not None:
+            self.rows_results.unpersist()
+            self.rows_results = None
 
     def finish(self) -> Report:
         self.finished = time.monotonic()
         return self
 
     def seconds(self, with_startup: bool = True) -> float:
+        """Wall time of the run; without start-up: from the run's first step, less what it
+        waited for Spark to start (the plan runs while Spark starts)."""
         end = self.finished or time.monotonic()
-        return end - (self.started if with_startup else self.began)
+        if with_startup:
+            return end - self.started
+        return end - self.began - self.spark_wait
 
     def to_json(self) -> dict[str, Any]:
         rows = sum(r.source_rows for r in self.tables if not r.error)
@@ -308,81 +325,19 @@ class Report:
             "exit_code": self.exit_code,
         }
 
-    def write(self, out: Path) -> None:
+    def write(self, out: Path, spark: Any) -> None:
         out.mkdir(parents=True, exist_ok=True)
-        self._write_rows(out / "rows.parquet")
+        path = out / "rows.parquet"
+        if path.is_file():  # an older run's report (a single file then)
+            path.unlink()
+        rowstage.write(spark, self.rows, str(path))
+        self.files["rows"] = str(path)
         self.write_summary(out)
 
     def write_summary(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.files["summary"] = str(out / "summary.json")
         (out / "summary.json").write_text(json.dumps(self.to_json(), indent=2, default=str) + "\n")
-
-    def _write_rows(self, path: Path) -> None:
-        """rows.parquet: streamed from the persisted row results to the driver a partition at a
-        time and written with pyarrow in batches, so neither side holds them all. (Spark's own
-        Parquet writer would need a SQL session, seconds of JVM start-up for one small file.)"""
-        import pyarrow as pa
-        import pyarrow.json as pa_json
-        import pyarrow.parquet as pq
-
-        schema = pa.schema(
-            [
-                *(pa.field(c, pa.string(), nullable=False) for c in ROW_COLUMNS[:5]),
-                pa.field("columns", pa.list_(pa.string()), nullable=False),
-                pa.field("source_values", pa.string()),
-                pa.field("target_values", pa.string()),
-                pa.field("chunk", pa.string(), nullable=False),
-            ]
-        )
-        names = {r.index: r.table for r in self.tables}
-        labels = {r.target_index: r.target for r in self.tables}
-        target_tables = {(r.index, r.target_index): r.target_table for r in self.tables}
-        keys = dict(self.key_columns)
-
-        def rows(result: Any) -> list[tuple[Any, ...]]:
-            if not isinstance(result, RowResult):
-                return []
-            return [
-                (
-                    names[d.table],
-                    labels[d.target],
-                    target_tables[(d.table, d.target)],
-                    d.kind,
-                    _key_json(d.key, keys[d.table]),
-                    list(d.columns),
-                    d.source_values or None,
-                    d.target_values or None,
-                    result.chunk.number,
-                )
-                for d in result.diffs
-            ]
-
-        if path.is_dir():
-            shutil.rmtree(path)
-        # Batches are handed to pyarrow as JSON lines, read by its own reader: building arrays
-        # from Python lists makes pyarrow import pandas, 0.2 s (a fifth of an incremental run).
-        # No differing row: the file holds the schema and no row group.
-        with pq.ParquetWriter(str(path), schema) as writer:
-            batch: list[tuple[Any, ...]] = []
-            options = pa_json.ParseOptions(explicit_schema=schema)
-
-            def flush() -> None:
-                lines = "".join(
-                    json.dumps(dict(zip(schema.names, row, strict=True))) + "\n" for row in batch
-                )
-                table = pa_json.read_json(io.BytesIO(lines.encode()), parse_options=options)
-                writer.write_table(table.cast(schema))
-                batch.clear()
-
-            if self.rows_rdd is not None:
-                for row in self.rows_rdd.flatMap(rows).toLocalIterator():
-                    batch.append(row)
-                    if len(batch) >= 10_000:
-                        flush()
-            if batch:
-                flush()
-        self.files["rows"] = str(path)
 
     def render(self) -> str:
         """The readable summary for stdout."""

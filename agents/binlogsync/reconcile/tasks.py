@@ -1,4 +1,5 @@
-"""What runs inside Spark tasks: chunk checksums, row-level comparison, re-check rounds.
+"""What runs inside Spark tasks: chunk checksums, narrowing differing chunks, the rows of
+differing pieces, and re-check rounds (recheck.py).
 
 Each task holds one source session and one session per target (so a job opens at most
 `connections x (1 + targets)` sessions), and works through its items in order. The source is
@@ -6,55 +7,49 @@ read in the calling thread; each target in a thread of its own, so the target's 
 overlaps the source's: the target only has to wait for the source's snapshot *position*, which
 is known as soon as the snapshot is opened, not for the source's query.
 
-Per chunk (level 1 and after splits):
+Per chunk (level 1):
 
     source   snapshot at P, COUNT(*) and SUM(row hash) over the chunk
     target   wait until applied(P), snapshot, the same query
 
-Per differing chunk that is small enough (`max_task_rows`), the row level:
+A chunk that differs on a target is narrowed in the same task, while its sessions are open: cut
+into pieces (chunks.split) that are checksummed again (pinned as level 1 is), recursively, until
+each differing piece holds at most `max_task_rows` rows on either side. Of those pieces:
 
-    source   snapshot at P, (key, row hash) of every row of the chunk
+    source   snapshot at P, (key, row hash) of every row
     target   wait until applied(P), snapshot, the same
-    → candidate keys: present on one side only, or with different hashes
 
-Re-check rounds on the candidates (per-column hashes, by key):
-
-    source at P1 → target after applied(P1) → source again at P2 (P2 is after the target's read)
-    for each key:  source image changed between P1 and P2  → changed by a live write; next round
-                   source image == target image            → equal: not a difference
-                   otherwise                               → differs in this round
-
-A key is reported when it differs in `confirm` consecutive rounds (default 2); a key still
-being rewritten after `max_rounds` rounds is reported as unsettled, never as a difference.
+come out of the task as rows of the row stage's DataFrame (`RowHash`): job.py joins the two
+sides on the key (a full outer join in Spark SQL), and the keys present on one side only or
+with different hashes go to the re-check rounds (recheck.py), which tell live writes from
+differences.
 
 Expected failures (a server unreachable, a target that does not catch up) come back as
 `TaskError` items rather than exceptions, so the driver can name them in one clear line.
+Database passwords are not in the tasks: `Context.resolved()` reads them from the run's secrets
+file (passwords.py).
 """
 
 from __future__ import annotations
 
-import json
+import pickle
 import time
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
 from ..config import DatabaseSettings
 from ..errors import BinlogsyncError
 from ..position import Position
-from . import checksums, dialects, pinning
 from . import chunks as chunking
+from . import dialects, passwords, pinning
 from .checksums import Encoding
 from .chunks import Chunk
 from .connections import close, connect
 from .dialects import MySQL
 from .pinning import Pin, Waiter
-
-KEY_BATCH = 500  # keys per by-key query
-VALUE_CHARS = 200  # differing values shown in the report are cut to this length
 
 
 # -- what the driver sends ---------------------------------------------------------------------
@@ -99,9 +94,42 @@ class Context:
     max_task_rows: int = 50_000
     gtid: bool = False  # some target is pinned by GTID: snapshots need their GTID position
     pinned: bool = True  # some target is pinned at all: snapshots need a binlog position
+    secrets: str = ""  # the run's secrets file (passwords.py); "": passwords are in place
 
     def snapshot(self, conn: Any) -> Position:
         return pinning.snapshot(conn, self.gtid, self.pinned)
+
+    def resolved(self) -> Context:
+        """This context with the databases' passwords (read from the secrets file)."""
+        if not self.secrets:
+            return self
+        return replace(
+            self,
+            source=replace(self.source, password=passwords.password(self.secrets, "source")),
+            targets=tuple(
+                replace(
+                    t,
+                    db=replace(t.db, password=passwords.password(self.secrets, f"target{i}")),
+                )
+                for i, t in enumerate(self.targets)
+            ),
+            secrets="",
+        )
+
+    def without_passwords(self, secrets: str) -> Context:
+        """This context for the executors: no password, the secrets file's name instead."""
+        return replace(
+            self,
+            source=replace(self.source, password=""),
+            targets=tuple(replace(t, db=replace(t.db, password="")) for t in self.targets),
+            secrets=secrets,
+        )
+
+    def passwords(self) -> dict[str, str]:
+        """What `without_passwords` leaves out, by the keys `resolved` reads."""
+        return {"source": self.source.password} | {
+            f"target{i}": t.db.password for i, t in enumerate(self.targets)
+        }
 
 
 # -- what comes back ---------------------------------------------------------------------------
@@ -128,36 +156,32 @@ class ChunkResult:
 
 
 @dataclass(frozen=True, slots=True)
-class Diff:
+class Leaf:
+    """A piece of a differing chunk whose rows went to the row stage."""
+
     table: int
     target: int
-    key: tuple[Any, ...]
-    kind: str  # missing | extra | changed | unsettled
-    columns: tuple[str, ...] = ()
-    source_values: str = ""  # JSON object of the differing columns (cut), changed rows only
-    target_values: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class RowResult:
-    table: int
-    target: int
-    chunk: Chunk
+    chunk: str
     source_rows: int
     target_rows: int
-    candidates: int
-    rounds: int
-    diffs: tuple[Diff, ...] = field(default=())
-    counts: tuple[tuple[str, int], ...] = ()  # kind -> rows, over all diffs
 
-    def summary(self, show: int) -> RowResult:
-        """This result with at most `show` diffs (the counts stay whole), for the driver."""
-        return replace(self, diffs=self.diffs[:show])
+
+# A row of the row stage: (table, target, chunk, side (0 source, 1 target), key, key_pickle,
+# hash). `key` is the key's repr, equal on both sides for equal keys (dialects.key makes a
+# PostgreSQL target's values the source driver's types); `key_pickle` gives the key back to the
+# re-check; the 64-bit hash is stored as a signed long, as Spark's LongType holds it.
+RowHash = tuple[int, int, str, int, str, bytes, int]
+SOURCE, TARGET = 0, 1
+
+
+def is_row_hash(item: Any) -> bool:
+    return type(item) is tuple
 
 
 # -- sessions of one task ----------------------------------------------------------------------
 class _Sessions:
     def __init__(self, ctx: Context) -> None:
+        ctx = ctx.resolved()
         self.ctx = ctx
         self.source = connect(ctx.source, "source")
         self.targets: dict[int, tuple[Any, Waiter]] = {}
@@ -227,23 +251,47 @@ def _query_error(exc: BaseException, label: str, table: TableSpec) -> Binlogsync
     return BinlogsyncError(f"{table.name} on {label}: {reason}")
 
 
-# -- level 1: chunk checksums ------------------------------------------------------------------
+# -- level 1: chunk checksums, and narrowing what differs ------------------------------------
 def checksum_partition(
     ctx: Context, items: Iterable[tuple[Chunk, tuple[int, ...]]]
-) -> Iterator[ChunkResult | TaskError]:
-    """Checksum each chunk on the source once and on each of its targets."""
+) -> Iterator[ChunkResult | Leaf | RowHash | TaskError]:
+    """Checksum each chunk on the source once and on each of its targets; narrow a chunk that
+    differs on a target down to the rows of its differing pieces (`RowHash`, `Leaf`)."""
     work = list(items)
     if not work:
         return iter(())
 
-    def run(s: _Sessions) -> Iterator[ChunkResult | TaskError]:
+    def run(s: _Sessions) -> Iterator[ChunkResult | Leaf | RowHash | TaskError]:
         for chunk, targets in work:
             try:
-                yield _checksum_chunk(ctx, s, chunk, targets)
+                result = _checksum_chunk(ctx, s, chunk, targets)
             except _Failed as exc:
                 yield TaskError(exc.table, exc.target, str(exc))
+                continue
+            yield result
+            for t, side in result.targets:
+                if (side.count, side.total) != (result.source.count, result.source.total):
+                    yield from _narrowed(ctx, s, chunk, t, result.source.count, side.count)
 
     return _guard(ctx, run)
+
+
+def _narrowed(
+    ctx: Context, s: _Sessions, chunk: Chunk, t: int, source_rows: int, target_rows: int
+) -> Iterator[Leaf | RowHash | TaskError]:
+    table = ctx.tables[chunk.table]
+    try:
+        yield from _narrow(ctx, s, table, t, chunk, source_rows, target_rows)
+    except _Failed as exc:
+        yield TaskError(exc.table, exc.target, str(exc))
+    except (BinlogsyncError, OSError) as exc:
+        yield TaskError(table.index, t, str(_query_error(exc, "a database", table)))
+    except Exception as exc:
+        if isinstance(exc, dialects.query_errors()):
+            label = f"target {ctx.targets[t].label} or the source"
+            yield TaskError(table.index, t, str(_query_error(exc, label, table)))
+        else:
+            raise
 
 
 def _checksum_chunk(
@@ -323,35 +371,7 @@ def _target_checksum(
         raise _Failed(_query_error(exc, label, table), table.index, t) from exc
 
 
-# -- level 2: rows of differing chunks, then re-check rounds -----------------------------------
-def rows_partition(
-    ctx: Context, items: Iterable[tuple[Chunk, int, int, int]]
-) -> Iterator[RowResult | TaskError]:
-    """Each item: a chunk that differs on target t, with its rows on the source and there."""
-    work = list(items)
-    if not work:
-        return iter(())
-
-    def run(s: _Sessions) -> Iterator[RowResult | TaskError]:
-        for chunk, t, source_rows, target_rows in work:
-            table = ctx.tables[chunk.table]
-            try:
-                yield from _compare_chunk(ctx, s, table, t, chunk, source_rows, target_rows)
-            except _Failed as exc:
-                yield TaskError(exc.table, exc.target, str(exc))
-            except (BinlogsyncError, OSError) as exc:
-                yield TaskError(table.index, t, str(_query_error(exc, "a database", table)))
-            except Exception as exc:
-                if isinstance(exc, dialects.query_errors()):
-                    label = f"target {ctx.targets[t].label} or the source"
-                    yield TaskError(table.index, t, str(_query_error(exc, label, table)))
-                else:
-                    raise
-
-    return _guard(ctx, run)
-
-
-def _compare_chunk(
+def _narrow(
     ctx: Context,
     s: _Sessions,
     table: TableSpec,
@@ -360,13 +380,13 @@ def _compare_chunk(
     source_rows: int,
     target_rows: int,
     depth: int = 0,
-) -> Iterator[RowResult]:
-    """Rows of a differing chunk; one with more than `max_task_rows` rows on either side is
-    first cut into pieces that are checksummed again (pinned as level 1 is), and only the
-    differing pieces are compared row by row, so a task never holds more than that many rows.
-    Done here rather than in a stage of its own: a Spark job costs a second of scheduling."""
+) -> Iterator[Leaf | RowHash]:
+    """The rows of a differing chunk; one with more than `max_task_rows` rows on either side is
+    first cut into pieces that are checksummed again, and only the differing pieces go on, so
+    a few differing rows cost a second checksum pass over their chunk and the rows of a few
+    small pieces, not of the whole chunk."""
     if max(source_rows, target_rows) <= ctx.max_task_rows or depth >= 32:
-        yield _compare_rows(ctx, s, table, t, chunk)
+        yield from _leaf_rows(ctx, s, table, t, chunk)
         return
     # The walk and the extent run on the fuller side; a PostgreSQL target's key order may
     # differ from MariaDB's collation, so its chunks are always cut on the source.
@@ -388,9 +408,11 @@ def _compare_chunk(
         result = _checksum_chunk(ctx, s, piece, (t,))
         source, target = result.source, result.targets[0][1]
         if (source.count, source.total) != (target.count, target.total):
-            yield from _compare_chunk(
-                ctx, s, table, t, piece, source.count, target.count, depth + 1
-            )
+            yield from _narrow(ctx, s, table, t, piece, source.count, target.count, depth + 1)
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
 
 
 def _row_hashes(
@@ -400,21 +422,28 @@ def _row_hashes(
     table: TableSpec,
     chunk: Chunk,
     types: Mapping[str, str],
-) -> dict[tuple[Any, ...], int]:
+) -> list[tuple[tuple[Any, ...], int]]:
     where, params = chunk.where(table.key, dialect.quote)
     n = len(table.key)
     with conn.cursor() as cur:
         cur.execute(dialect.row_hashes_sql(side, table.key, table.encoding, types, where), params)
-        return {dialect.key(tuple(r[:n]), table.integer_columns): int(r[n]) for r in cur.fetchall()}
+        return [
+            (dialect.key(tuple(r[:n]), table.integer_columns), _signed(int(r[n])))
+            for r in cur.fetchall()
+        ]
 
 
-def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: Chunk) -> RowResult:
+def _leaf_rows(
+    ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: Chunk
+) -> Iterator[Leaf | RowHash]:
+    """(key, hash) of every row of `chunk` on the source at P and on target `t` once it has
+    applied P, as row-stage rows."""
     side = table.targets[t]
     assert side is not None
     conn, waiter = s.target(t)
     position = ctx.snapshot(s.source)
 
-    def target_side() -> dict[tuple[Any, ...], int]:
+    def target_side() -> list[tuple[tuple[Any, ...], int]]:
         waiter.wait(position)
         s.begin(t)
         try:
@@ -428,164 +457,15 @@ def _compare_rows(ctx: Context, s: _Sessions, table: TableSpec, t: int, chunk: C
     finally:
         pinning.end(s.source)
     target = future.result()
-    candidates = sorted(
-        (k for k in source.keys() | target.keys() if source.get(k) != target.get(k)), key=repr
-    )
-    diffs, rounds = _recheck(ctx, s, table, t, candidates) if candidates else ((), 0)
-    counts = tuple(sorted(Counter(d.kind for d in diffs).items()))
-    return RowResult(
-        table.index, t, chunk, len(source), len(target), len(candidates), rounds, diffs, counts
-    )
-
-
-Image = tuple[str | None, ...] | None  # per-column hashes of a row; None = no such row
-
-
-def _images(
-    conn: Any,
-    side: tuple[str, str],
-    table: TableSpec,
-    keys: Sequence[tuple[Any, ...]],
-    dialect: dialects.Dialect = MySQL,
-    types: Mapping[str, str] | None = None,
-) -> dict[tuple[Any, ...], Image]:
-    """Per-column hashes of `keys` (in the caller's transaction); absent keys map to None."""
-    out: dict[tuple[Any, ...], Image] = dict.fromkeys(keys)
-    n = len(table.key)
-    with conn.cursor() as cur:
-        for start in range(0, len(keys), KEY_BATCH):
-            batch = keys[start : start + KEY_BATCH]
-            where, params = checksums.keys_where(table.key, batch, dialect.quote)
-            cur.execute(
-                dialect.column_hashes_sql(side, table.key, table.encoding, types or {}, where),
-                params,
+    yield Leaf(table.index, t, chunk.number, len(source), len(target))
+    for number, rows in ((SOURCE, source), (TARGET, target)):
+        for key, digest in rows:
+            yield (
+                table.index,
+                t,
+                chunk.number,
+                number,
+                repr(key),
+                pickle.dumps(key, protocol=4),
+                digest,
             )
-            for r in cur.fetchall():
-                key = dialect.key(tuple(r[:n]), table.integer_columns)
-                if key in out:
-                    out[key] = tuple(r[n:])
-    return out
-
-
-def _source_images(
-    ctx: Context, s: _Sessions, table: TableSpec, keys: Sequence[tuple[Any, ...]]
-) -> tuple[Position, dict[tuple[Any, ...], Image]]:
-    position = ctx.snapshot(s.source)
-    try:
-        return position, _images(s.source, table.source, table, keys)
-    finally:
-        pinning.end(s.source)
-
-
-def _recheck(
-    ctx: Context, s: _Sessions, table: TableSpec, t: int, candidates: list[tuple[Any, ...]]
-) -> tuple[tuple[Diff, ...], int]:
-    side = table.targets[t]
-    assert side is not None
-    conn, waiter = s.target(t)
-    pending = list(candidates)
-    streak = dict.fromkeys(pending, 0)
-    confirmed: dict[tuple[Any, ...], tuple[Image, Image]] = {}
-    position, before = _source_images(ctx, s, table, pending)
-    rounds = 0
-    while pending and rounds < ctx.max_rounds:
-        rounds += 1
-        waiter.wait(position)
-        s.begin(t)
-        try:
-            target = _images(conn, side, table, pending, ctx.targets[t].dialect, table.types(t))
-        finally:
-            pinning.end(conn)
-        position, after = _source_images(ctx, s, table, pending)
-        still = []
-        for key in pending:
-            if before[key] != after[key]:
-                streak[key] = 0  # rewritten on the source meanwhile: look again
-                still.append(key)
-            elif before[key] == target[key]:
-                continue  # equal: a live change had not reached the target at first
-            else:
-                streak[key] += 1
-                if streak[key] >= ctx.confirm:
-                    confirmed[key] = (after[key], target[key])
-                else:
-                    still.append(key)
-        pending, before = still, after
-    diffs = [_diff(table, t, key, src, tgt) for key, (src, tgt) in confirmed.items()]
-    changed = [d for d in diffs if d.kind == "changed"]
-    if changed:
-        diffs = [d for d in diffs if d.kind != "changed"] + _with_values(s, table, t, changed)
-    diffs.extend(Diff(table.index, t, key, "unsettled") for key in pending)
-    return tuple(sorted(diffs, key=lambda d: repr(d.key))), rounds
-
-
-def _diff(table: TableSpec, t: int, key: tuple[Any, ...], src: Image, tgt: Image) -> Diff:
-    if src is None:
-        return Diff(table.index, t, key, "extra")
-    if tgt is None:
-        return Diff(table.index, t, key, "missing")
-    columns = tuple(c for c, a, b in zip(table.columns, src, tgt, strict=True) if a != b)
-    return Diff(table.index, t, key, "changed", columns)
-
-
-def _with_values(s: _Sessions, table: TableSpec, t: int, diffs: list[Diff]) -> list[Diff]:
-    """The differing columns' values on both sides, as read now (for people, cut short)."""
-    side = table.targets[t]
-    assert side is not None
-    conn, _waiter = s.target(t)
-    keys = [d.key for d in diffs]
-    columns = tuple(dict.fromkeys(c for d in diffs for c in d.columns))
-    source = _values(s.source, table.source, table, keys, columns)
-    target = _values(conn, side, table, keys, columns, s.ctx.targets[t].dialect)
-    out = []
-    for d in diffs:
-        src, tgt = source.get(d.key, {}), target.get(d.key, {})
-        out.append(
-            Diff(
-                d.table,
-                d.target,
-                d.key,
-                d.kind,
-                d.columns,
-                json.dumps({c: src.get(c) for c in d.columns}, ensure_ascii=False),
-                json.dumps({c: tgt.get(c) for c in d.columns}, ensure_ascii=False),
-            )
-        )
-    return out
-
-
-def _values(
-    conn: Any,
-    side: tuple[str, str],
-    table: TableSpec,
-    keys: Sequence[tuple[Any, ...]],
-    columns: Sequence[str],
-    dialect: dialects.Dialect = MySQL,
-) -> dict[tuple[Any, ...], dict[str, Any]]:
-    n = len(table.key)
-    out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    with conn.cursor() as cur:
-        for start in range(0, len(keys), KEY_BATCH):
-            batch = keys[start : start + KEY_BATCH]
-            where, params = checksums.keys_where(table.key, batch, dialect.quote)
-            cur.execute(
-                dialect.rows_sql(side, [*table.key, *columns], where, table.encoding.floats),
-                params,
-            )
-            for r in cur.fetchall():
-                key = dialect.key(tuple(r[:n]), table.integer_columns)
-                out[key] = {c: show(v) for c, v in zip(columns, r[n:], strict=True)}
-    return out
-
-
-def show(value: Any) -> Any:
-    """A column value as JSON-friendly text for people: exact, cut to VALUE_CHARS."""
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, bytes):
-        text = "0x" + value.hex()
-    elif isinstance(value, float):
-        text = repr(value)
-    else:
-        text = str(value)
-    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + "…"

@@ -1,9 +1,11 @@
 """Database URLs as typed on the command line: `mysql://user:password@host:port`.
 
 The password may be left out of the URL (it would show in `ps` and shell history) and come
-from the environment instead: `?password_env=VAR` names the variable for one URL, otherwise
-the caller's default variable for that role is used (the CLI passes
-`BINLOGSYNC_SOURCE_PASSWORD` for the source and `BINLOGSYNC_TARGET_PASSWORD` for targets).
+from a file or the environment instead: `?password_file=PATH` names a file that holds the
+password alone (what jobs that run unattended use: the Airflow operator, spark-submit with
+`--files`), `?password_env=VAR` a variable for one URL; otherwise the caller's default
+variable for that role is used (the CLI passes `BINLOGSYNC_SOURCE_PASSWORD` for the source and
+`BINLOGSYNC_TARGET_PASSWORD` for targets).
 User and password are percent-decoded, so `p%40ss` is `p@ss`. The scheme may be `mysql` or
 `mariadb`; the port defaults to 3306; an IPv6 host is written in brackets (`[::1]`).
 Where the caller allows it (reconcile's targets), `postgresql://user@host:5432/database` names
@@ -56,15 +58,24 @@ def parse_url(
             "leave it out: tables are named with their schema in --tables, like shop.orders",
         )
     query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"password_env"})
+    unknown = sorted(set(query) - {"password_env", "password_file"})
     if unknown:
         raise ConfigError(
             f"database URL {_safe(text)!r} has unknown option(s): {', '.join(unknown)}",
-            "the only option is ?password_env=VARIABLE",
+            "the options are ?password_file=PATH and ?password_env=VARIABLE",
+        )
+    if "password_env" in query and "password_file" in query:
+        raise ConfigError(
+            f"database URL {_safe(text)!r} names both a password file and a variable",
+            "keep one of ?password_file= and ?password_env=",
         )
     user = unquote(parts.username) if parts.username else "root"
     if parts.password is not None:
         password = unquote(parts.password)
+    elif "password_file" in query:
+        from .passwords import read_password_file
+
+        password = read_password_file(query["password_file"][0])
     else:
         var = query["password_env"][0] if "password_env" in query else default_password_env
         if "password_env" in query and var not in env:

@@ -1,13 +1,14 @@
 """reconcile (daily, and on demand): prove the copies equal. `plan` asks the hub which
 targets each origin feeds and finds the routed tables on the origin; `spark_reconcile` runs
-spark_jobs/reconcile_job.py through SparkSubmitOperator (connection `spark_default`:
-`local[*]` here, any master by editing it) once per origin; `reconcile_result` reads each
-report, keeps it (the run's folder, XCom, and the state folder the binlogsync page reads)
-and fails the run listing the differing rows — unless `repair` is on, in which case the
-rows were sent through the hub, ordered with live changes, and the next run is green.
-`mode`: full (every row), since_last (only keys changed since the last equal run), or auto
-(full on Sundays, since_last otherwise). `engine`: spark, in-process (no JVM), or auto
-(in-process when spark_default's master is local).
+spark_jobs/reconcile_job.py through SparkSubmitOperator (connection `spark_default`: its
+master — `local[*]`, a standalone cluster's `spark://…:7077`, YARN, Kubernetes) once per
+origin: the comparison runs in spark-submit's driver and executors, with binlogsync's code
+sent as --py-files and the passwords as --files; `reconcile_result` reads each report, keeps
+it (the run's folder, XCom, and the state folder the binlogsync page reads) and fails the run
+listing the differing rows — unless `repair` is on, in which case the rows were sent through
+the hub, ordered with live changes, and the next run is green. `mode`: full (every row),
+since_last (only keys changed since the last equal run), or auto (full on Sundays, since_last
+otherwise).
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
 
 from __future__ import annotations
@@ -51,14 +52,6 @@ with DAG(
             "changed since each table's last equal run (changes made outside replication are "
             "not looked at); auto: full on Sundays, since_last on the other days.",
         ),
-        "engine": Param(
-            "auto",
-            type="string",
-            enum=["auto", "spark", "in-process"],
-            description="spark: spark-submit through connection spark_default; in-process: "
-            "the same stages on threads of the task's process, without Spark's start; auto: "
-            "in-process when spark_default's master is local, else spark.",
-        ),
         "repair": Param(
             False,
             type="boolean",
@@ -75,7 +68,6 @@ with DAG(
         conn_id="spark_default",
         repair="{{ params.repair }}",
         mode="{{ params.mode }}",
-        engine="{{ params.engine }}",
     ).expand(job=plan.output)
     result = ReconcileResultOperator(
         task_id="reconcile_result",

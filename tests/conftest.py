@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,15 @@ def target(sandbox: Sandbox) -> Server:
 def dbname() -> str:
     """A database name unique to one test."""
     return f"t_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Spark standalone cluster on loopback (a master, two workers with one core each, a
+    history server), whose executors run a Python without binlogsync, PyMySQL or PySpark."""
+    from binlogsync.devsite.spark_cluster import SparkCluster, bare_python
+
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    python = bare_python(folder / "bare-python")
+    with SparkCluster(folder / "cluster", workers=2, python=python, history=True) as cluster:
+        yield cluster

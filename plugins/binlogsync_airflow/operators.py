@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ from airflow.sdk import BaseHook, BaseOperator
 from binlogsync.errors import BinlogsyncError, RetentionRefused
 from binlogsync.ops import outbox, reconcile_run, site, state, timing
 from binlogsync.ops.retention import RetentionOptions, binlog_retention
-from binlogsync.reconcile import options as reconcile_options
+from binlogsync.reconcile import options as options_module
+from binlogsync.reconcile import shipping, sparkapp
 
 from .hooks import BinlogsyncHook, state_dir
 
@@ -212,17 +214,20 @@ class ReconcilePlanOperator(BaseOperator):
 
 
 class BinlogsyncReconcileOperator(SparkSubmitOperator):
-    """`spark_jobs/reconcile_job.py` through the Spark provider (connection `spark_default`:
-    `local[*]`, or any master by editing it) for one planned job. The databases' passwords go
-    in the job's environment, not its arguments. Differences are not this task's failure: the
-    result task reads the report and decides; only a run that could not compare fails here."""
+    """`spark_jobs/reconcile_job.py` through the Spark provider's spark-submit (connection
+    `spark_default`: `local[*]`, a standalone master, YARN, Kubernetes) for one planned job:
+    the comparison runs in spark-submit's driver and its executors, never in this task's
+    process. binlogsync's code goes along as `--py-files` (executors need not have it); the
+    databases' passwords as files of their own (`--files`, mode 0600, removed afterwards), never
+    in the arguments, the Spark conf or the environment. Differences are not this task's
+    failure: the result task reads the report and decides; only a run that could not compare
+    fails here."""
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
         "job",
         "repair",
         "mode",
-        "engine",
     )
 
     def __init__(
@@ -231,7 +236,6 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         job: dict[str, Any],
         repair: bool = False,
         mode: str = "auto",
-        engine: str = "auto",
         binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
@@ -241,7 +245,6 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         self.job = job
         self.repair = repair
         self.mode = mode  # site.RECONCILE_MODES
-        self.engine = engine  # spark (spark-submit), in-process, or auto (reconcile/options.py)
         self.binlogsync_conn_id = binlogsync_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
@@ -257,13 +260,22 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         via = hook.write_admin_config(out.parent / f"{out.name}.hub.toml")
         day = context.get("logical_date") or dt.datetime.now(dt.UTC)  # None when manual
         incremental = site.since_last(str(self.mode), day.date())
-        args, env = site.reconcile_arguments(
-            job, self.job["tables"], hook.database, out, _flag(self.repair), via, incremental
+        secrets = out.parent / f"{out.name}.secrets"
+        args, files = site.reconcile_arguments(
+            job,
+            self.job["tables"],
+            hook.database,
+            out,
+            _flag(self.repair),
+            via,
+            incremental,
+            secrets,
         )
-        if self._in_process(args, env):
-            return {"job": job.name, "out": str(out)}
         self.application_args = args
-        self.env_vars = {**(self.env_vars or {}), **env}
+        self.files = ",".join([*filter(None, [self.files]), *(str(f) for f in files)])
+        code = shipping.build(out.parent / f"{out.name}.code")
+        self.py_files = ",".join([*filter(None, [self.py_files]), str(code)])
+        cache = self._class_cache()
         try:
             super().execute(context)
         except AirflowException:
@@ -271,28 +283,40 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
             if not summary or summary.get("exit_code") != 1:
                 raise
             self.log.info("the copies differ; %s reads the report", "reconcile_result")
-        return {"job": job.name, "out": str(out)}
+        finally:
+            shutil.rmtree(secrets, ignore_errors=True)
+            if cache is not None:
+                cache.finish()
+        summary = state.read(out / "summary.json") or {}
+        spark = summary.get("spark", {})
+        self.log.info("Spark application %s on %s", spark.get("app_id"), spark.get("master"))
+        return {"job": job.name, "out": str(out), "spark": spark}
 
-    def _in_process(self, args: list[str], env: dict[str, str]) -> bool:
-        """Run the job in this process when its engine is in-process (auto: when the
-        `spark_default` connection's master is local), without spark-submit's JVM; False:
-        spark-submit runs it."""
-        environ = {**os.environ, **env}
-        master = []
-        if str(self.engine) == "auto":  # a cluster behind spark_default gets the job
-            conn = BaseHook.get_connection(self._conn_id)
-            master = ["--master", conn.host or "local[*]"]
-        try:
-            parsed = reconcile_options.parse([*args, "--engine", str(self.engine), *master])
-            options = reconcile_options.options_from(parsed, environ)
-            if reconcile_options.choose_engine(parsed, options, environ) != "in-process":
-                return False
-            code = reconcile_options.run_from_args(parsed, environ)
-        except BinlogsyncError as exc:
-            raise AirflowException(str(exc)) from exc
-        if code not in (0, 1):  # 1: the copies differ, which reconcile_result reports
-            raise AirflowException(f"reconcile could not compare (exit {code}); see the log")
-        return True
+    def _class_cache(self) -> sparkapp.ClassCache | None:
+        """In client deploy mode the driver is spark-submit's own JVM, on this machine: give
+        it the same class-data-sharing archive as the command line (sparkapp.ClassCache)."""
+        conn = BaseHook.get_connection(self._conn_id)
+        extra = conn.extra_dejson or {}
+        if (self._deploy_mode or extra.get("deploy-mode") or "client") != "client":
+            return None
+        self.conf = dict(self.conf or {})
+        if "spark.driver.extraJavaOptions" in self.conf:
+            return None  # the DAG's author chose the driver's options
+        import pyspark
+
+        java = sparkapp.java_command(os.environ)
+        options = sparkapp.DRIVER_JVM_OPTIONS
+        cache = None
+        if java is not None:
+            cache = sparkapp.ClassCache(
+                Path(options_module.CLASS_CACHE).expanduser(),
+                java,
+                os.path.dirname(pyspark.__file__),
+                str(pyspark.__version__),
+            )
+            options = f"{options} {cache.options()}".strip()
+        self.conf["spark.driver.extraJavaOptions"] = options
+        return cache
 
 
 class ReconcileResultOperator(BaseOperator):

@@ -1,6 +1,7 @@
 """The `reconcile` DAG with dag.test(): real Airflow, real Spark (spark-submit through the
-provider's operator), real MariaDB and a real hub. An injected difference fails the run with
-the row named; with repair=true it is repaired through the hub, and the next run is green."""
+provider's operator, every run), real MariaDB and a real hub. An injected difference fails the
+run with the row named; with repair=true it is repaired through the hub, and the next run is
+green."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         state = airflow_home / "state"
         conf = {"tables": [f"{dbname}.*"]}
 
-        found = run_dag(env, "reconcile", {**conf, "engine": "spark"})
+        found = run_dag(env, "reconcile", conf)
         assert found.state == "failed", found.output[-3000:]
         assert found.tasks["spark_reconcile[0]"] == "success"  # differences are not Spark's failure
         assert found.tasks["reconcile_result"] == "failed"
@@ -46,7 +47,8 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         assert last["state"] == "different" and last["differing_rows"] == 1
         assert last["tables"][0]["source_positions"]["last"]  # the pin is kept
         spark = json.loads((Path(last["out"]) / "summary.json").read_text())["spark"]
-        assert spark["master"].startswith("local")  # spark-submit, as asked
+        assert spark["master"] == "local[*]" and spark["app_id"].startswith("local-")
+        assert "Spark-Submit cmd" in found.output  # the provider's spark-submit ran it
 
         repaired = run_dag(env, "reconcile", {**conf, "repair": True})
         assert repaired.ok, repaired.output[-3000:]
@@ -58,10 +60,10 @@ def test_reconcile_fails_on_a_difference_repairs_it_and_is_green_after(
         assert green.ok, green.output[-3000:]
         last = json.loads((state / "reconcile" / "origin" / "last-reconcile.json").read_text())
         assert last["state"] == "equal" and last["differing_rows"] == 0
-        # The run's folder holds the job's report: the first run went through spark-submit,
-        # the later ones (auto, 200 rows) ran in the task's process.
+        # Every run is a Spark application of its own, started by spark-submit.
         summary = json.loads((Path(last["out"]) / "summary.json").read_text())
-        assert summary["spark"]["master"] == "in-process"
+        assert summary["spark"]["app_id"].startswith("local-")
+        assert summary["spark"]["app_id"] != spark["app_id"]
 
 
 def test_reconcile_compares_a_postgresql_target(

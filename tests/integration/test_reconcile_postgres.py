@@ -19,7 +19,6 @@ from binlogsync.devsite.localsite import wait_until
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ConfigError
-from binlogsync.reconcile.inprocess import InProcess
 from binlogsync.reconcile.job import Options, run
 from binlogsync.reconcile.report import Report
 from reconcile_kit import (
@@ -134,16 +133,15 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
             cur.execute("DELETE FROM t WHERE id IN (43, 44)")
         wait_pg_caught_up(s, pg)
 
-        # Equal, pinned to the PostgreSQL checkpoint, on both engines.
-        for engine in (spark, InProcess(2)):
-            equal = _reconcile(engine, origin, pg, [table])
-            entry = equal.tables[0]
-            assert equal.exit_code == 0, equal.render()
-            assert (entry.status, entry.source_rows, entry.target_rows) == ("equal", 298, 298)
-            assert equal.hash == "sha256" and entry.pin.startswith("checkpoint"), equal.render()
+        # Equal, pinned to the PostgreSQL checkpoint.
+        equal = _reconcile(spark, origin, pg, [table])
+        entry = equal.tables[0]
+        assert equal.exit_code == 0, equal.render()
+        assert (entry.status, entry.source_rows, entry.target_rows) == ("equal", 298, 298)
+        assert equal.hash == "sha256" and entry.pin.startswith("checkpoint"), equal.render()
 
         _damage(pg, dbname)
-        differs = _reconcile(InProcess(2), origin, pg, [table], out=tmp_path / "report")
+        differs = _reconcile(spark, origin, pg, [table], out=tmp_path / "report")
         assert differs.exit_code == 1, differs.render()
         expected = {_key(i): ("changed", (c,)) for i, c, _sql in DAMAGE}
         expected[_key(140)] = ("missing", ())
@@ -153,7 +151,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
 
         # Repaired through the hub: the PostgreSQL store applies the source's images.
         repaired = _reconcile(
-            InProcess(2),
+            spark,
             origin,
             pg,
             [table],
@@ -166,7 +164,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
         assert (counts["upserts"], counts["deletes"]) == (len(DAMAGE) + 1, 1), repaired.repair
 
         def repaired_equal() -> bool:
-            return _reconcile(InProcess(2), origin, pg, [table]).exit_code == 0
+            return _reconcile(spark, origin, pg, [table]).exit_code == 0
 
         wait_until(repaired_equal, 60, 0.2, "the repaired PostgreSQL copy comparing equal")
 
@@ -174,7 +172,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
         execute(origin, dbname, "UPDATE t SET si = 7 WHERE id BETWEEN 50 AND 59")
         wait_pg_caught_up(s, pg)
         _pg(pg, f"UPDATE \"{dbname}\".t SET c = 'bad' WHERE id = 55")
-        incremental = _reconcile(InProcess(2), origin, pg, [table], since_last=True)
+        incremental = _reconcile(spark, origin, pg, [table], since_last=True)
         entry = incremental.tables[0]
         assert entry.mode == "since-last", entry.notes
         assert entry.source_rows == 10
@@ -187,7 +185,7 @@ def test_a_postgresql_copy_compares_exactly_and_every_type_difference_is_named(
 
 
 def test_what_postgresql_cannot_compare_exactly_is_refused_with_the_reason(
-    origin: Server, dbname: str, pg: PgServer
+    spark: Any, origin: Server, dbname: str, pg: PgServer
 ) -> None:
     source, target = db(origin), (pg_settings(pg),)
     for kwargs, message in (
@@ -208,7 +206,7 @@ def test_what_postgresql_cannot_compare_exactly_is_refused_with_the_reason(
         f'CREATE TABLE "{dbname}".n (id integer PRIMARY KEY, v text)',
     )
     options = Options(source, target, (f"{dbname}.j", f"{dbname}.n", f"{dbname}.gone"), pin="none")
-    report = run(options, InProcess(2))
+    report = run(options, spark)
     errors = {r.table: r.error for r in report.tables}
     assert "column doc is jsonb on PostgreSQL" in errors[f"{dbname}.j"], errors
     assert "column v is int on the source but text on PostgreSQL" in errors[f"{dbname}.n"]
@@ -218,5 +216,5 @@ def test_what_postgresql_cannot_compare_exactly_is_refused_with_the_reason(
     unreachable = Options(
         source, (PostgresSettings("127.0.0.1", 1, "postgres", "", "postgres"),), (f"{dbname}.j",)
     )
-    failed = run(unreachable, InProcess(2))
+    failed = run(unreachable, spark)
     assert "cannot connect" in failed.render() and failed.exit_code == 2

@@ -12,6 +12,7 @@ import pytest
 from binlogsync.config import DatabaseSettings, PostgresSettings
 from binlogsync.errors import UsageError
 from binlogsync.ops import overview, site, state
+from binlogsync.reconcile.urls import parse_url
 
 pytestmark = pytest.mark.unit
 
@@ -35,29 +36,39 @@ def test_targets_with_the_same_routes_share_one_job_and_others_get_their_own() -
         site.reconcile_jobs(status, ["db9"])
 
 
-def test_reconcile_arguments_carry_no_password() -> None:
+def test_reconcile_arguments_carry_no_password(tmp_path: Path) -> None:
+    """Passwords go into files of their own (mode 0600) that the URLs name; neither the
+    arguments nor anything else the operator hands to spark-submit holds them."""
     job = site.ReconcileJob("db1", "db1", ("a",), ("shop.*",), {"shop": "copy"})
     dbs = {
         "db1": DatabaseSettings("10.0.0.1", 3306, "rec@on", "s3cret"),
         "a": DatabaseSettings("10.0.0.2", 3307, "rec", "other"),
     }
-    args, env = site.reconcile_arguments(
-        job, ["shop.orders"], dbs.__getitem__, Path("/out"), True, Path("/out/hub.toml")
+    out = tmp_path / "run" / "db1"
+    args, files = site.reconcile_arguments(
+        job, ["shop.orders"], dbs.__getitem__, out, True, Path("/out/hub.toml")
     )
     assert not any("s3cret" in a or "other" in a for a in args)
-    assert env == {"BINLOGSYNC_PW_DB1": "s3cret", "BINLOGSYNC_PW_A": "other"}
-    assert "mysql://rec%40on@10.0.0.1:3306?password_env=BINLOGSYNC_PW_DB1" in args
+    folder = tmp_path / "run" / "db1.secrets"
+    assert files == [folder / "db1.pw", folder / "a.pw"]
+    assert [f.read_text() for f in files] == ["s3cret", "other"]
+    assert {oct(f.stat().st_mode & 0o777) for f in files} == {"0o600"}
+    assert oct(folder.stat().st_mode & 0o777) == "0o700"
+    assert f"mysql://rec%40on@10.0.0.1:3306?password_file={folder}/db1.pw" in args
     assert args[args.index("--rename") + 1] == "shop=copy"
     assert args[args.index("--target-host") + 1] == "a"
+    # The job reads the same password back from the URL.
+    source = parse_url(args[args.index("--source") + 1])
+    assert (source.user, source.password) == ("rec@on", "s3cret")
     with pytest.raises(UsageError):
-        site.reconcile_arguments(job, ["shop.orders"], dbs.__getitem__, Path("/o"), True, None)
+        site.reconcile_arguments(job, ["shop.orders"], dbs.__getitem__, out, True, None)
     dbs["a"] = PostgresSettings("10.0.0.3", 5433, "rec", "pgpw", "dw")  # a PostgreSQL target
-    args, env = site.reconcile_arguments(job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None)
-    assert "postgresql://rec@10.0.0.3:5433/dw?password_env=BINLOGSYNC_PW_A" in args
-    assert env["BINLOGSYNC_PW_A"] == "pgpw" and not any("pgpw" in a for a in args)
+    args, files = site.reconcile_arguments(job, ["shop.t"], dbs.__getitem__, out, False, None)
+    assert f"postgresql://rec@10.0.0.3:5433/dw?password_file={folder}/a.pw" in args
+    assert files[1].read_text() == "pgpw" and not any("pgpw" in a for a in args)
 
 
-def test_reconcile_mode_full_weekly_and_since_last_otherwise() -> None:
+def test_reconcile_mode_full_weekly_and_since_last_otherwise(tmp_path: Path) -> None:
     sunday, monday = dt.date(2026, 11, 22), dt.date(2026, 11, 23)
     assert not site.since_last("auto", sunday) and site.since_last("auto", monday)
     assert site.since_last("since_last", sunday) and not site.since_last("full", monday)
@@ -65,11 +76,13 @@ def test_reconcile_mode_full_weekly_and_since_last_otherwise() -> None:
         site.since_last("incremental", monday)
     job = site.ReconcileJob("db1", "db1", ("a",), ("shop.*",), {})
     dbs = {"db1": DatabaseSettings("h", 1, "u", "p"), "a": DatabaseSettings("h", 2, "u", "p")}
-    args, _env = site.reconcile_arguments(
-        job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None, incremental=True
+    args, _files = site.reconcile_arguments(
+        job, ["shop.t"], dbs.__getitem__, tmp_path / "o", False, None, incremental=True
     )
     assert "--since-last" in args
-    args, _env = site.reconcile_arguments(job, ["shop.t"], dbs.__getitem__, Path("/o"), False, None)
+    args, _files = site.reconcile_arguments(
+        job, ["shop.t"], dbs.__getitem__, tmp_path / "o", False, None
+    )
     assert "--since-last" not in args
 
 

@@ -10,6 +10,7 @@ one run (the source is read once for all of them); others get a run of their own
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -92,21 +93,29 @@ def routed_tables(
         conn.close()
 
 
-def _env_name(host: str) -> str:
-    return "BINLOGSYNC_PW_" + re.sub(r"[^A-Za-z0-9]", "_", host).upper()
+def _file_name(host: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", host) + ".pw"
 
 
-def database_url(host: str, db: DatabaseSettings) -> tuple[str, dict[str, str]]:
-    """A reconcile URL for `db` whose password travels in the environment (never in argv,
-    where `ps` and Airflow's rendered arguments would show it), and that environment."""
-    var = _env_name(host)
+def database_url(host: str, db: DatabaseSettings, secrets: Path) -> tuple[str, Path]:
+    """A reconcile URL for `db` whose password is in a file of its own in `secrets` (written
+    here, mode 0600), never in the URL: argv shows in `ps` and in Airflow's rendered
+    arguments, and an environment variable would show in Spark's (the provider turns
+    `env_vars` into Spark conf on YARN and Kubernetes). The file's path, for `--files`."""
+    secrets.mkdir(parents=True, exist_ok=True)
+    os.chmod(secrets, 0o700)
+    path = (secrets / _file_name(host)).resolve()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(db.password)
     user = quote(db.user, safe="")
+    file = quote(str(path), safe="/")
     if isinstance(db, PostgresSettings):
         database = quote(db.database, safe="")
-        url = f"postgresql://{user}@{db.host}:{db.port}/{database}?password_env={var}"
+        url = f"postgresql://{user}@{db.host}:{db.port}/{database}?password_file={file}"
     else:
-        url = f"mysql://{user}@{db.host}:{db.port}?password_env={var}"
-    return url, {var: db.password}
+        url = f"mysql://{user}@{db.host}:{db.port}?password_file={file}"
+    return url, path
 
 
 RECONCILE_MODES = ("auto", "full", "since_last")
@@ -131,15 +140,19 @@ def reconcile_arguments(
     repair: bool,
     via: Path | None,
     incremental: bool = False,
-) -> tuple[list[str], dict[str, str]]:
-    """The arguments of `spark_jobs/reconcile_job.py` for `job`, and the environment they
-    need (the passwords). `via` is an [admin] config file that reaches the hub (repair)."""
-    source, env = database_url(job.origin, databases(job.origin))
+    secrets: Path | None = None,
+) -> tuple[list[str], list[Path]]:
+    """The arguments of `spark_jobs/reconcile_job.py` for `job`, and the password files they
+    name (written into `secrets`, by default `OUT.secrets/`; remove them after the run).
+    `via` is an [admin] config file that reaches the hub (repair)."""
+    folder = secrets if secrets is not None else out.with_name(out.name + ".secrets")
+    source, first = database_url(job.origin, databases(job.origin), folder)
     args = ["--source", source]
+    files = [first]
     for target in job.targets:
-        url, more = database_url(target, databases(target))
+        url, path = database_url(target, databases(target), folder)
         args += ["--target", url]
-        env.update(more)
+        files.append(path)
     args += ["--tables", ",".join(tables), "--out", str(out)]
     for src, dst in sorted(job.rename.items()):
         args += ["--rename", f"{src}={dst}"]
@@ -151,7 +164,7 @@ def reconcile_arguments(
         args += ["--repair", "--via", str(via), "--origin", job.origin]
         for target in job.targets:
             args += ["--target-host", target]
-    return args, env
+    return args, files
 
 
 def caught_up(

@@ -1,0 +1,72 @@
+"""Reconciliation on a Spark standalone cluster: a master and two workers on loopback, started
+from the pyspark wheel with `spark-class`, whose executors run a Python that has neither
+binlogsync nor PyMySQL nor PySpark installed. The command ships binlogsync's code with the job
+(shipping.py), the executors do the work, and every differing row is named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from binlogsync.devsite.localsite import wait_until
+from binlogsync.devsite.sandbox import Server
+from reconcile_kit import execute, make_table
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_standalone_cluster_without_binlogsync_on_its_workers_names_every_row(
+    spark_cluster: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
+    python = str(spark_cluster.python)
+    for module in ("binlogsync", "pymysql", "pyspark"):
+        absent = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
+        assert absent.returncode != 0, f"the executors' Python must lack {module}"
+    make_table([origin, target], dbname, rows=2000)
+    execute(
+        target,
+        dbname,
+        "DELETE FROM t WHERE id = 17",
+        "UPDATE t SET amount = amount + 1 WHERE id = 1234",
+        "INSERT INTO t (id, name) VALUES (99999, 'extra')",
+    )
+    out = tmp_path / "report"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "binlogsync.cli", "reconcile",
+            "--master", spark_cluster.master_url,
+            "--conf", f"spark.pyspark.python={python}",
+            *(f"--conf={k}={v}" for k, v in spark_cluster.event_conf().items()),
+            "--source", f"mysql://root@127.0.0.1:{origin.port}",
+            "--target", f"mysql://root@127.0.0.1:{target.port}",
+            "--tables", f"{dbname}.t", "--pin", "none", "--chunk-rows", "500",
+            "--out", str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},  # the driver on loopback too
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    for line in ("missing   id=17", "changed   id=1234  columns: amount", "extra     id=99999"):
+        assert line in done.stdout, done.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    app_id = summary["spark"]["app_id"]
+    assert summary["spark"]["master"] == spark_cluster.master_url
+
+    # The master lists the application as finished; its executors, on the two workers, ran
+    # the tasks (the history server reads the application's event log).
+    wait_until(lambda: spark_cluster.completed(app_id) is not None, 60, 0.5, "the app finished")
+    assert spark_cluster.completed(app_id)["state"] == "FINISHED"
+    executors = spark_cluster.application(app_id, "allexecutors")
+    workers = [e for e in executors if e["id"] != "driver"]
+    assert len(workers) == 2, executors
+    assert sum(e["totalTasks"] for e in workers) > 0 and all(e["failedTasks"] == 0 for e in workers)
+    # The report's rows were written by Spark, partitioned by table.
+    assert list((out / "rows.parquet").glob(f"table={dbname}.t/*.parquet"))

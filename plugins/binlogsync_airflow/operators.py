@@ -9,6 +9,7 @@ import datetime as dt
 import os
 import re
 import shutil
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -273,7 +274,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         )
         self.application_args = args
         self.files = ",".join([*filter(None, [self.files]), *(str(f) for f in files)])
-        code = shipping.build(out.parent / f"{out.name}.code")
+        code = shipping.build(out.parent / f"{out.name}.{shipping.ZIP_NAME}")
         self.py_files = ",".join([*filter(None, [self.py_files]), str(code)])
         cache = self._class_cache()
         try:
@@ -293,13 +294,16 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         return {"job": job.name, "out": str(out), "spark": spark}
 
     def _class_cache(self) -> sparkapp.ClassCache | None:
-        """In client deploy mode the driver is spark-submit's own JVM, on this machine: give
-        it the same class-data-sharing archive as the command line (sparkapp.ClassCache)."""
+        """In client deploy mode the driver runs here: in this Python (which has binlogsync
+        installed; a cluster's `spark.pyspark.python` is for its executors), and in
+        spark-submit's own JVM, which gets the command line's class-data-sharing archive
+        (sparkapp.ClassCache)."""
         conn = BaseHook.get_connection(self._conn_id)
         extra = conn.extra_dejson or {}
         if (self._deploy_mode or extra.get("deploy-mode") or "client") != "client":
             return None
         self.conf = dict(self.conf or {})
+        self.conf.setdefault("spark.pyspark.driver.python", sys.executable)
         if "spark.driver.extraJavaOptions" in self.conf:
             return None  # the DAG's author chose the driver's options
         import pyspark

@@ -38,7 +38,6 @@ from ..errors import BinlogsyncError, ConfigError
 from ..position import Position
 from . import chunks as chunking
 from . import dialects, passwords, pgsql, pinning, postgres, rowstage, schema, shipping, verified
-from .changed import changed_keys
 from .checksums import HASH_CHOICES, PORTABLE, Encoding, crc_available
 from .chunks import Chunk
 from .connections import close, connect
@@ -351,6 +350,8 @@ def _since_last(
             return False
         since = last if since is None or last.key < since.key else since
     assert since is not None
+    from .changed import changed_keys  # reads the binlog (python-mysql-replication)
+
     found = changed_keys(options.source, *spec.source, spec.key, since, position)
     if found.keys is None:
         state.notes.append(f"--since-last: compared whole ({found.why})")

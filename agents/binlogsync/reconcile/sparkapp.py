@@ -228,12 +228,13 @@ def _executable() -> str:
 
 
 def _build(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     # pandas 3 makes PySpark warn at its first DataFrame; the job uses no pandas.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    given = SparkConf()  # under spark-submit: submit's conf
+    SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
+    given = SparkConf()
     conf = given if given.contains("spark.app.name") else given.setAppName(APP_NAME)
     if settings.master:
         conf = conf.setMaster(settings.master)

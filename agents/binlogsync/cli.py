@@ -305,6 +305,15 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def cmd_spark_package(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .reconcile.shipping import build
+
+    print(build(Path(args.out)))
+    return 0
+
+
 def cmd_airflow(args: argparse.Namespace) -> int:
     _clean_up_on_sigterm()
     from pathlib import Path
@@ -581,14 +590,22 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
 
     s = command(
         "reconcile",
-        "find every differing row between a source and targets (Spark); "
-        "exit 0 equal, 1 different, 2 error",
+        "find every differing row between a source and targets: a Spark application "
+        "(local[*] unless --master names a cluster); exit 0 equal, 1 different, 2 error",
     )
     if wanted("reconcile"):
         from .reconcile.options import add_arguments as reconcile_arguments  # argparse only
 
         reconcile_arguments(s)
     s.set_defaults(func=cmd_reconcile)
+
+    s = command(
+        "spark-package",
+        "write the zip of binlogsync's code and PyMySQL for spark-submit --py-files (executors "
+        "that do not have binlogsync installed)",
+    )
+    s.add_argument("--out", default=".", help="the zip's path, or a folder to write it in")
+    s.set_defaults(func=cmd_spark_package)
 
     s = command("demo", "the live demo on throwaway servers")
     s.add_argument(

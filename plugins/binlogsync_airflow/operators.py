@@ -291,7 +291,16 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         summary = state.read(out / "summary.json") or {}
         spark = summary.get("spark", {})
         self.log.info("Spark application %s on %s", spark.get("app_id"), spark.get("master"))
-        return {"job": job.name, "out": str(out), "spark": spark}
+        return {
+            "job": job.name,
+            "out": str(out),
+            "spark": spark,
+            "exit_code": summary.get("exit_code"),
+            "tables": [
+                {k: t.get(k) for k in ("table", "target", "status", "source_rows", "target_rows")}
+                for t in summary.get("tables", [])
+            ],
+        }
 
     def _class_cache(self) -> sparkapp.ClassCache | None:
         """In client deploy mode the driver runs here: in this Python (which has binlogsync

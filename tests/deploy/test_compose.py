@@ -4,7 +4,8 @@ the wheelhouse make-wheels makes and the secrets make-secrets makes; `up -d` unt
 service is healthy; no password is in any container's configuration; rows written on the
 origin arrive on both targets; Airflow's REST API (published on 127.0.0.1 only) shows the
 binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the reconcile DAG
-(PySpark, local mode, in the Airflow container) to success;
+to success: spark-submit in the Airflow container (client deploy mode) against the compose
+Spark standalone cluster, whose master lists the application as finished;
 the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
 it is down: after it is started again, both targets equal the origin row for row; `down -v`
 leaves no container and no volume. Timings are printed.
@@ -45,7 +46,7 @@ PACKAGES = [
 ]  # fmt: skip
 SERVICES = {
     "origin", "target1", "target2", "hub", "origin-agent", "target1-agent", "target2-agent",
-    "workload", "airflow",
+    "workload", "airflow", "spark-master", "spark-worker",
 }  # fmt: skip
 TABLES = ("customers", "orders")
 
@@ -98,11 +99,13 @@ class Site:
     def __init__(self, engine: Engine, secrets: Path) -> None:
         self.engine = engine
         self.airflow_port = free_port()
+        self.spark_ui_port = free_port()
         self.env = {
             **engine.env,
             "BASE_IMAGE": BASE_IMAGE,
             "BINLOGSYNC_SECRETS": str(secrets),
             "AIRFLOW_PORT": str(self.airflow_port),
+            "SPARK_UI_PORT": str(self.spark_ui_port),
             # only the run the test triggers: unpausing reconcile would also queue its
             # @daily run first (max_active_runs=1), doubling the wait
             "AIRFLOW_USE_JOB_SCHEDULE": "False",
@@ -313,7 +316,7 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     assert len(rows["orders"]) == 90
     timed("rows on both targets", t)
 
-    # The reconcile DAG through Airflow's REST API: PySpark in local mode in the container.
+    # The reconcile DAG through Airflow's REST API: spark-submit to the Spark cluster.
     t = time.monotonic()
     api = AirflowApi(site.airflow_port, (secrets / "airflow_admin_password").read_text().strip())
     api.login()
@@ -334,8 +337,28 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
         "spark_reconcile[0]": "success",
         "reconcile_result": "success",
     }
+    submitted = api.call(
+        "GET",
+        f"/api/v2/dags/reconcile/dagRuns/{run_id}/taskInstances/spark_reconcile/"
+        "xcomEntries/return_value?map_index=0&deserialize=true",
+    )["value"]
+    submitted = json.loads(submitted) if isinstance(submitted, str) else submitted
+    assert submitted["spark"]["master"] == "spark://spark-master:7077", submitted
+    assert submitted["exit_code"] == 0
+    compared = {(r["table"], r["target"]): r["status"] for r in submitted["tables"]}
+    assert compared == {
+        (f"shop.{t}", target): "equal" for t in TABLES for target in ("target1", "target2")
+    }, submitted
+    assert all(r["source_rows"] > 0 for r in submitted["tables"])
+    with urllib.request.urlopen(f"http://127.0.0.1:{site.spark_ui_port}/json/", timeout=10) as r:
+        master = json.loads(r.read())
+    finished = {a["id"]: a["state"] for a in master["completedapps"]}
+    assert finished.get(submitted["spark"]["app_id"]) == "FINISHED", master
     timed("reconcile DAG run (trigger to success)", t)
-    print(f"compose site: reconcile run {run_id} itself {seconds_between(result)} s")
+    print(
+        f"compose site: reconcile run {run_id} itself {seconds_between(result)} s, "
+        f"Spark application {submitted['spark']['app_id']}"
+    )
 
     # Kill the hub in the middle of a burst of single-row transactions, write while it is
     # down, start it again: nothing is lost on either target.

@@ -150,10 +150,11 @@ class SparkStart:
                 "install a Java runtime (Debian: apt-get install openjdk-17-jre-headless) or "
                 "set JAVA_HOME",
             )
-        # Python workers run this interpreter unless told otherwise: in local mode it is the
-        # one that has binlogsync; on a cluster the executors' own (see shipping.py).
+        # Local executors run this interpreter, the one that has binlogsync (nothing is shipped
+        # in local mode); a cluster's run their own (PYSPARK_PYTHON, spark.pyspark.python),
+        # which need not have it (shipping.py).
         if is_local(self.settings.master):
-            self.environ.setdefault("PYSPARK_PYTHON", _executable())
+            self.environ["PYSPARK_PYTHON"] = _executable()
             # Local mode stays on loopback from the JVM's first moment (before SparkConf).
             self.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         options = DRIVER_JVM_OPTIONS

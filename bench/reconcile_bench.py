@@ -1,7 +1,7 @@
 """Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
-        [--variants sha1/spark,crc/spark,crc/auto] [--postgres-sizes 1000000]
+        [--variants local,local-first,cluster] [--postgres-sizes 1000000]
 
 For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
 the same N-row table (loaded on each side without the binlog, so the replica does not replay
@@ -11,15 +11,21 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
     pt-table-checksum   Debian's percona-toolkit against the source; it checksums chunks on the
                         source and, through statement-based replication of its own queries, on
                         the replica, and flags differing chunks (it names no row)
-    reconcile           `binlogsync reconcile` as a user runs it (a new process, Spark start-up
-                        included; local[*]), source against the replica (pinned by GTID), every
-                        differing row named; also its time without Spark's start-up; once
-                        per --variants HASH/ENGINE: sha1 (the hash before) and crc, in Spark,
-                        and auto (in-process: threads of the command's own process, where
-                        Spark's start is not paid)
+    reconcile           `binlogsync reconcile` as a user runs it (a new process, the JVM and
+                        Spark's start-up included), source against the replica (pinned by
+                        GTID), every differing row named; also its time without the wait for
+                        Spark's start. Once per --variants:
+                          local        the default: Spark's local[*], the driver JVM's class
+                                       archive as an earlier run on this machine left it
+                          local-first  the same on a machine that never ran it: no class
+                                       archive yet (this run writes it as its JVM exits)
+                          cluster      a Spark standalone cluster on this machine: a master and
+                                       two workers of one core each (spark-class from the
+                                       pyspark wheel), executors on a Python without
+                                       binlogsync (the job ships its code)
     PostgreSQL target   (sizes in --postgres-sizes) the replica's rows, differences included,
                         copied into a private PostgreSQL server in binlogsync's type mapping;
-                        reconcile source against it (hash sha256, in-process, static pin): the
+                        reconcile source against it (hash sha256, local[*], static pin): the
                         same rows must be named. pt-table-checksum cannot compare across the
                         two servers at all; its time on the MariaDB pair is the anchor
     --since-last        after the replica is equal again and verified by a full run: 10,000
@@ -176,13 +182,28 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
     return seconds, diffs, rss, out
 
 
+CLUSTER: Any = None  # the SparkCluster of the `cluster` variant, started by main when asked
+
+
 def reconcile(
     source: Server, replica: Server | str, out: Path, variant: str, *extra: str
 ) -> tuple[float, float, dict[Any, str], int, str]:
-    """One run; `replica` is a MariaDB server or a target URL."""
-    hash, engine = variant.split("/")
+    """One run as a user runs it (variants: module doc); `replica` is a MariaDB server or a
+    target URL."""
     target = replica if isinstance(replica, str) else f"mysql://root@127.0.0.1:{replica.port}"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env = dict(os.environ)
+    options: list[str] = []
+    if variant == "local-first":
+        fresh = Path(tempfile.mkdtemp(prefix="class-cache-", dir=out.parent))
+        options.append(f"--class-cache={fresh}")
+    elif variant == "cluster":
+        options += [
+            f"--master={CLUSTER.master_url}",
+            f"--conf=spark.pyspark.python={CLUSTER.python}",
+        ]
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    elif variant != "local":
+        raise SystemExit(f"unknown variant {variant!r}: local, local-first or cluster")
     seconds, text, code, rss = timed(
         [
             sys.executable,
@@ -194,8 +215,7 @@ def reconcile(
             "--tables=bench.t",
             f"--out={out}",
             "--show=50",
-            f"--hash={hash}",
-            f"--engine={engine}",
+            *options,
             *extra,
         ],
         env,
@@ -276,7 +296,7 @@ def bench_postgres(
     try:
         for run in range(runs):
             wall, work_s, named, rss, text = reconcile(
-                source, url, work / f"pg-{replica.name}-{run}", "auto/auto", "--pin=none"
+                source, url, work / f"pg-{replica.name}-{run}", "local", "--pin=none"
             )
             found = named == {tuple(k): v for k, v in injected.items()}
             times.append(wall)
@@ -410,7 +430,7 @@ def since_last(
     step = n // CHANGED
     for run in range(runs):
         wall, _work, named, _rss, text = reconcile(
-            source, replica, work / f"full-{n}-{run}", "crc/auto"
+            source, replica, work / f"full-{n}-{run}", "local"
         )
         if named:
             raise SystemExit(f"the replica is not equal before the incremental run:\n{text}")
@@ -428,7 +448,7 @@ def since_last(
             db="bench",
         )
         wall, _work, named, _rss, text = reconcile(
-            source, replica, work / f"since-{n}-{run}", "crc/auto", "--since-last"
+            source, replica, work / f"since-{n}-{run}", "local", "--since-last"
         )
         expected = {(a,): "changed", (b,): "missing", (c,): "changed"}
         times.append(wall)
@@ -453,7 +473,7 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
     lines = [
         "machine: " + ", ".join(f"{k} {v}" for k, v in info.items() if v),
         "",
-        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows): hash/engine | time | ratio | without Spark start-up | ratio | all differences named | peak RSS pt / reconcile |",
+        "| rows | pt-table-checksum (flags chunks) | reconcile (names rows) | time | ratio | without the wait for Spark | ratio | all differences named | peak RSS pt / reconcile |",
         "|---:|---:|:---|---:|---:|---:|---:|:---:|---:|",
     ]
     for r in results:
@@ -470,7 +490,7 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
         if pg:
             lines.append(
                 f"| {r['rows']:,} | {r['pt_seconds']:.2f} s (MariaDB pair; it cannot read "
-                f"PostgreSQL) | auto/auto = sha256 in-process, **PostgreSQL target** "
+                f"PostgreSQL) | local, sha256, **PostgreSQL target** "
                 f"| {pg['seconds']:.2f} s ({r['rows'] / pg['seconds']:,.0f} rows/s) "
                 f"| {pg['seconds'] / r['pt_seconds']:.2f} | | | "
                 f"{'yes' if pg['all_found'] else 'NO'} | |"
@@ -478,7 +498,7 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
     for r in results:
         inc = r["since_last"]
         lines.append(
-            f"| {r['rows']:,} | {r['pt_seconds']:.2f} s | crc/auto --since-last after "
+            f"| {r['rows']:,} | {r['pt_seconds']:.2f} s | local --since-last after "
             f"{inc['changed_rows']:,} changed rows | {inc['seconds']:.2f} s "
             f"| {inc['seconds'] / r['pt_seconds']:.3f} | | | "
             f"{'yes' if inc['all_found'] else 'NO'} | |"
@@ -498,8 +518,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument(
         "--variants",
-        default="sha1/spark,crc/spark,crc/auto",
-        help="reconcile runs as HASH/ENGINE (--hash, --engine), in order",
+        default="local,local-first,cluster",
+        help="reconcile runs, in order: local, local-first, cluster (module doc)",
     )
     p.add_argument(
         "--postgres-sizes",
@@ -509,12 +529,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     info = machine()
-    results = []
-    with Sandbox(root / "sandbox") as box:
-        for n in (int(s) for s in args.sizes.split(",")):
-            print(f"{n:,} rows:", flush=True)
-            postgres = str(n) in args.postgres_sizes.split(",")
-            results.append(bench_size(box, n, args.runs, root, args.variants.split(","), postgres))
+    global CLUSTER
+    if "cluster" in args.variants.split(","):
+        from binlogsync.devsite.spark_cluster import SparkCluster, bare_python
+
+        python = bare_python(root / "bare-python")
+        CLUSTER = SparkCluster(root / "spark", workers=2, cores=1, python=python).start()
+    try:
+        results = run_sizes(args, root)
+    finally:
+        if CLUSTER is not None:
+            CLUSTER.stop()
     text = render(results, info)
     print("\n" + text)
     if args.json:
@@ -522,6 +547,16 @@ def main(argv: list[str] | None = None) -> int:
     ok = all(m["all_found"] for r in results for m in r["reconcile"].values())
     ok = ok and all(r["postgres"]["all_found"] for r in results if r["postgres"])
     return 0 if ok and all(r["since_last"]["all_found"] for r in results) else 1
+
+
+def run_sizes(args: argparse.Namespace, root: Path) -> list[dict[str, Any]]:
+    results = []
+    with Sandbox(root / "sandbox") as box:
+        for n in (int(s) for s in args.sizes.split(",")):
+            print(f"{n:,} rows:", flush=True)
+            postgres = str(n) in args.postgres_sizes.split(",")
+            results.append(bench_size(box, n, args.runs, root, args.variants.split(","), postgres))
+    return results
 
 
 if __name__ == "__main__":

@@ -312,6 +312,7 @@ def _plan(options: Options, report: Report) -> tuple[list[_TableState], Context]
         options.max_task_rows,
         any(p.mode == "gtid" for p in pins.values()),
         any(p.mode != "none" for p in pins.values()),
+        show=options.show,
     )
     for state in states:
         for t in range(len(options.targets)):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from .dialects import MySQL
 from .tasks import Context, TableSpec, TaskError, _guard, _query_error, _Sessions
 
 KEY_BATCH = 500  # keys per by-key query
+KINDS = ("missing", "extra", "changed", "unsettled")  # the report's order
 VALUE_CHARS = 200  # differing values shown in the report are cut to this length
 
 
@@ -47,12 +49,16 @@ class Diff:
 
 @dataclass(frozen=True, slots=True)
 class Rechecked:
-    """What the re-check of one table and target saw (for the summary)."""
+    """What the re-check of one table and target saw in one partition (for the summary): its
+    counts per kind and its first `show` differences, so the driver needs no Spark job for
+    either (the first `show` overall are among the partitions' first `show`)."""
 
     table: int
     target: int
     candidates: int
     rounds: int
+    counts: tuple[tuple[str, int], ...] = ()
+    sample: tuple[Diff, ...] = ()
 
 
 # A row of the report (rows.parquet): (table index, target index, table, target,
@@ -91,7 +97,11 @@ def recheck_partition(
                     yield TaskError(index, t, str(_query_error(exc, label, table)))
                     continue
                 raise
-            yield Rechecked(index, t, len(candidates), rounds)
+            counts = Counter(d.kind for d in diffs)
+            ordered = sorted(diffs, key=lambda d: (KINDS.index(d.kind), repr(d.key)))
+            yield Rechecked(
+                index, t, len(candidates), rounds, tuple(counts.items()), tuple(ordered[: ctx.show])
+            )
             side = table.targets[t]
             assert side is not None
             for d in diffs:

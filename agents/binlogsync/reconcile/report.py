@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import pickle
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -38,14 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..position import Position
 from . import rowstage
-from .recheck import Diff, Rechecked, show
+from .recheck import KINDS, Diff, Rechecked, show
 from .tasks import ChunkResult, Leaf, TaskError
 
 if TYPE_CHECKING:
     from .job import Options, _TableState
     from .pinning import Pin
-
-KINDS = rowstage.KINDS
 
 
 @dataclass
@@ -229,32 +226,21 @@ class Report:
             r.chunks_split += int("." in leaf.chunk)
 
     def add_rechecked(self, rechecked: Iterable[Rechecked]) -> None:
+        """What the re-check partitions saw: candidates, rounds, counts, and the first
+        `--show` differences of each table and target."""
         for res in rechecked:
             r = self._table(res.table, res.target)
             r.candidates += res.candidates
             r.rounds = max(r.rounds, res.rounds)
-
-    def add_diffs(self, frame: Any, results: Any) -> None:
-        """The differing rows (a DataFrame over the persisted `results`): their counts and the
-        first `show` of each table and target."""
-        self.rows, self.rows_results = frame, results
-        for (index, t), kinds in rowstage.counts(frame).items():
-            self._table(index, t).counts.update(kinds)
-        for row in rowstage.samples(frame, self.options.show):
-            r = self._table(row["table_index"], row["target_index"])
-            r.sample.append(
-                Diff(
-                    row["table_index"],
-                    row["target_index"],
-                    tuple(pickle.loads(row["key_pickle"])),
-                    row["kind"],
-                    tuple(row["columns"]),
-                    row["source_values"] or "",
-                    row["target_values"] or "",
-                )
-            )
+            r.counts.update(dict(res.counts))
+            r.sample.extend(res.sample)
         for r in self.tables:
             r.sample.sort(key=lambda d: (KINDS.index(d.kind), repr(d.key)))
+            del r.sample[self.options.show :]
+
+    def add_diffs(self, frame: Any, results: Any) -> None:
+        """The report's rows: a DataFrame over the persisted re-check `results`."""
+        self.rows, self.rows_results = frame, results
 
     def errors_present(self) -> bool:
         return bool(self.errors) or any(r.error for r in self.tables)

@@ -21,8 +21,6 @@ from typing import Any
 from .recheck import Rechecked, is_diff_row, recheck_partition
 from .tasks import Context, TaskError, is_row_hash
 
-KINDS = ("missing", "extra", "changed", "unsettled")
-
 
 def _row_schema() -> Any:
     from pyspark.sql import types as T
@@ -122,27 +120,6 @@ def recheck(spark: Any, ctx: Context, found: Any) -> tuple[Any, list[Rechecked],
 def diffs(spark: Any, results: Any) -> Any:
     """The report's rows as a DataFrame, from the persisted re-check results."""
     return spark.createDataFrame(results.filter(is_diff_row), diff_schema(), verifySchema=False)
-
-
-def counts(frame: Any) -> dict[tuple[int, int], dict[str, int]]:
-    """Differing keys per (table, target) and kind."""
-    out: dict[tuple[int, int], dict[str, int]] = {}
-    for row in frame.groupBy("table_index", "target_index", "kind").count().collect():
-        out.setdefault((row[0], row[1]), {})[row[2]] = int(row[3])
-    return out
-
-
-def samples(frame: Any, show: int) -> list[Any]:
-    """The first `show` rows of each (table, target), by kind then key."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    if show <= 0:
-        return []
-    order = F.array_position(F.array(*[F.lit(k) for k in KINDS]), F.col("kind"))
-    window = Window.partitionBy("table_index", "target_index").orderBy(order, "key")
-    ranked = frame.withColumn("n", F.row_number().over(window))
-    return list(ranked.where(F.col("n") <= show).drop("n").collect())
 
 
 def write(spark: Any, frame: Any | None, path: str) -> None:

@@ -21,6 +21,7 @@ hashing). Under spark-submit the JVM already runs: its conf is taken as it is.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import threading
@@ -31,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReconcileError
+
+log = logging.getLogger(__name__)
 
 APP_NAME = "binlogsync-reconcile"
 LOCAL_MASTER = "local[*]"
@@ -128,6 +131,7 @@ class SparkStart:
         self.settings = settings
         self.environ = environ
         self._session: Any = None
+        self._ready = threading.Event()
         self._owner = False
         self._error: BaseException | None = None
         self._cache: ClassCache | None = None
@@ -177,10 +181,16 @@ class SparkStart:
             self._session = _build(self.settings, self.environ)
         except BaseException as exc:  # handed to the caller of session()
             self._error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        if self._owner:
+            _warm(self._session)
 
     def session(self) -> Any:
-        """The SparkSession (waits for it); SparkUnavailable when it could not start."""
-        self._thread.join()
+        """The SparkSession (waits for it, not for the warm-up that follows it);
+        SparkUnavailable when it could not start."""
+        self._ready.wait()
         if self._error is not None:
             if isinstance(self._error, ReconcileError):
                 raise self._error
@@ -222,6 +232,26 @@ class SparkStart:
             self._cache.finish()
 
 
+def _warm(session: Any) -> None:
+    """What every run's first Spark jobs would pay, paid while the plan and the first chunk
+    queries run: the Python workers, with the task modules imported, and Spark SQL's first
+    query (a join like the row stage's) and its codegen. A failure here is left to the run's
+    own jobs to report."""
+    try:
+        sc = session.sparkContext
+        n = max(1, sc.defaultParallelism)
+        sc.parallelize(range(n), n).foreachPartition(_import_task_modules)
+        left = session.createDataFrame([(0, "a", 1)], "t int, k string, h long")
+        right = session.createDataFrame([(0, "b", 2)], "t int, k string, h long")
+        left.join(right, ["t", "k"], "full_outer").count()
+    except Exception:  # noqa: BLE001 - only a warm-up
+        log.debug("Spark warm-up failed", exc_info=True)
+
+
+def _import_task_modules(_rows: Any) -> None:
+    from . import recheck, tasks  # noqa: F401 - imported for the worker's next tasks
+
+
 def _executable() -> str:
     import sys
 
@@ -236,7 +266,13 @@ def _build(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds submit's conf
     given = SparkConf()
-    conf = given if given.contains("spark.app.name") else given.setAppName(APP_NAME)
+    # Under spark-submit the name is submit's (--name); pyspark's own launch calls it
+    # "pyspark-shell".
+    submitted = "PYSPARK_GATEWAY_PORT" in environ and given.get("spark.app.name", "") not in (
+        "",
+        "pyspark-shell",
+    )
+    conf = given if submitted else given.setAppName(APP_NAME)
     if settings.master:
         conf = conf.setMaster(settings.master)
     elif not given.contains("spark.master"):

@@ -95,6 +95,7 @@ class Context:
     gtid: bool = False  # some target is pinned by GTID: snapshots need their GTID position
     pinned: bool = True  # some target is pinned at all: snapshots need a binlog position
     secrets: str = ""  # the run's secrets file (passwords.py); "": passwords are in place
+    show: int = 20  # differing keys each table and target keeps for the summary
 
     def snapshot(self, conn: Any) -> Position:
         return pinning.snapshot(conn, self.gtid, self.pinned)

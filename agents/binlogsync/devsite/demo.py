@@ -98,14 +98,24 @@ def _dag_line(result: airflow_site.DagResult, state: Path) -> str:
         return f"{head}  " + "; ".join(parts)
     if result.dag_id == "reconcile":
         found = sorted((state / "reconcile").glob("*/last-reconcile.json"))
-        parts = [
-            f"{p.parent.name}: {d['state']} ({d['differing_rows']} rows differ)"
-            for p in found
-            for d in [json.loads(p.read_text())]
-        ]
+        parts = []
+        for p in found:
+            d = json.loads(p.read_text())
+            spark = _spark_of(Path(d.get("out", "")))
+            parts.append(
+                f"{p.parent.name}: {d['state']} ({d['differing_rows']} rows differ; Spark "
+                f"application {spark.get('app_id', '?')} on {spark.get('master', '?')})"
+            )
         return f"{head}  " + "; ".join(parts)
     runs = sorted((state / "timing").glob("timing-*.png"))
     return f"{head}  plot {runs[-1]}" if runs else head
+
+
+def _spark_of(out: Path) -> dict[str, str]:
+    try:
+        return dict(json.loads((out / "summary.json").read_text()).get("spark", {}))
+    except (OSError, ValueError):
+        return {}
 
 
 def _fresh(root: Path) -> None:

@@ -228,6 +228,16 @@ class AirflowApi:
         wait_until(finished, timeout, 1.0, f"the run {run_id} of {dag_id} finished")
         return found
 
+    def task_log(self, dag_id: str, run_id: str, task: str, map_index: int = -1) -> str:
+        """The task's log (its first try), for a failure's message."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task}/logs/1"
+        try:
+            answer = self.call("GET", path + (f"?map_index={map_index}" if map_index >= 0 else ""))
+        except OSError as exc:
+            return f"(no log: {exc})"
+        content = answer.get("content", answer) if isinstance(answer, dict) else answer
+        return json.dumps(content)[-6000:]
+
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         return {
@@ -331,7 +341,9 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     run_id = api.trigger("reconcile", {"tables": ["shop.*"]})
     result = api.wait_run("reconcile", run_id, 600)
     tasks = api.task_states("reconcile", run_id)
-    assert result["state"] == "success", f"reconcile {result['state']}: {tasks}"
+    assert result["state"] == "success", (
+        f"reconcile {result['state']}: {tasks}\n{api.task_log('reconcile', run_id, 'spark_reconcile', 0)}"
+    )
     assert tasks == {
         "plan": "success",
         "spark_reconcile[0]": "success",

@@ -158,12 +158,15 @@ def reconcile_arguments(
         args += ["--rename", f"{src}={dst}"]
     if incremental:
         args += ["--since-last"]
+    # The hub's names: the report names each target by them, and a target that holds several
+    # origins is pinned to this one's checkpoint.
+    args += ["--origin", job.origin]
+    for target in job.targets:
+        args += ["--target-host", target]
     if repair:
         if via is None:
             raise UsageError("a repair needs a config that reaches the hub")
-        args += ["--repair", "--via", str(via), "--origin", job.origin]
-        for target in job.targets:
-            args += ["--target-host", target]
+        args += ["--repair", "--via", str(via)]
     return args, files
 
 

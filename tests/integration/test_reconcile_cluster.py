@@ -25,8 +25,9 @@ def test_a_standalone_cluster_without_binlogsync_on_its_workers_names_every_row(
     spark_cluster: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
 ) -> None:
     python = str(spark_cluster.python)
+    bare = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     for module in ("binlogsync", "pymysql", "pyspark"):
-        absent = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
+        absent = subprocess.run([python, "-c", f"import {module}"], capture_output=True, env=bare)
         assert absent.returncode != 0, f"the executors' Python must lack {module}"
     make_table([origin, target], dbname, rows=2000)
     execute(

@@ -40,12 +40,12 @@ def test_the_task_modules_import_without_zmq_and_the_binlog_library() -> None:
 
 def test_the_shipped_zip_is_all_an_executor_without_binlogsync_needs(tmp_path: Path) -> None:
     python = bare_python(tmp_path / "bare")
-    absent = subprocess.run([python, "-c", "import binlogsync"], capture_output=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    absent = subprocess.run([python, "-c", "import binlogsync"], capture_output=True, env=env)
     assert absent.returncode != 0  # the bare interpreter has nothing installed
     zipped = shipping.build(tmp_path)
     assert zipped.name == shipping.ZIP_NAME
     assert shipping.build(tmp_path / "again.zip").read_bytes() == zipped.read_bytes()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [python, "-c", BLOCKED + "import pymysql, binlogsync\nprint(binlogsync.__file__)"],
         capture_output=True, text=True, timeout=60, env={**env, "PYTHONPATH": str(zipped)},

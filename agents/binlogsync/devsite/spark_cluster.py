@@ -87,7 +87,9 @@ class SparkCluster:
 
     def _env(self, name: str) -> dict[str, str]:
         home = spark_home()
-        env = dict(os.environ)
+        # Not the caller's PYTHONPATH: the executors' Python must find only what Spark and the
+        # job give it.
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env.update(
             SPARK_HOME=str(home),
             SPARK_LOCAL_IP="127.0.0.1",

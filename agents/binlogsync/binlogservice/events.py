@@ -159,7 +159,9 @@ def heartbeat(file: str, *, server_id: int, log_pos: int) -> bytes:
 # -- the events of a transaction ----------------------------------------------------------
 
 
-def gtid(domain: int, seq: int, ddl: bool, *, timestamp: int, server_id: int, log_pos: int) -> bytes:
+def gtid(
+    domain: int, seq: int, ddl: bool, *, timestamp: int, server_id: int, log_pos: int
+) -> bytes:
     body = _GTID_BODY.pack(seq, domain, GTID_DDL_FLAGS if ddl else GTID_DML_FLAGS)
     return finish(GTID, body, timestamp=timestamp, server_id=server_id, log_pos=log_pos,
                   flags=LOG_EVENT_SUPPRESS_USE_F)  # fmt: skip

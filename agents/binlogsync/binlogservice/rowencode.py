@@ -128,7 +128,9 @@ def _make(column: Column) -> Encode:
             f"column {column.name} is MySQL's binary JSON, which the service does not write",
             "the binlog service serves MariaDB origins (JSON is text there)",
         )
-    raise MapError(f"column {column.name} has the binlog type {kind}, which the service does not write")
+    raise MapError(
+        f"column {column.name} has the binlog type {kind}, which the service does not write"
+    )
 
 
 def _int(value: Any) -> int:

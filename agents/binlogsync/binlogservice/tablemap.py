@@ -219,7 +219,9 @@ def _ints(raw: bytes) -> list[int]:
     return out
 
 
-def _charsets(fields: dict[int, bytes], default: int, each: int, columns: list[int]) -> dict[int, int]:
+def _charsets(
+    fields: dict[int, bytes], default: int, each: int, columns: list[int]
+) -> dict[int, int]:
     if each in fields:
         values = _ints(fields[each])
         if len(values) != len(columns):

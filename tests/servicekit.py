@@ -118,3 +118,124 @@ def stop_replica(replica: Server) -> None:
     with replica.connect() as conn, conn.cursor() as cur:
         cur.execute("STOP SLAVE")
         cur.execute("RESET SLAVE ALL")
+
+
+# -- a binlog service over a hub log made by hand (no MariaDB) ------------------------------
+
+import time as _time  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+from contextlib import contextmanager  # noqa: E402
+
+from binlogsync.binlogservice import BinlogService  # noqa: E402
+from binlogsync.binlogservice import events as ev  # noqa: E402
+from binlogsync.binlogservice import tablemap as tm  # noqa: E402
+from binlogsync.codec import pack  # noqa: E402
+from binlogsync.config import BinlogServiceConfig  # noqa: E402
+from binlogsync.hub.log import Entry, HubLog  # noqa: E402
+from binlogsync.hub.tablemaps import TableMaps  # noqa: E402
+from binlogsync.model import Change, Transaction  # noqa: E402
+from binlogsync.position import Position  # noqa: E402
+from binlogsync.tables import TableFilter  # noqa: E402
+
+UTF8MB4 = 45
+
+
+def map_body(schema: str, table: str, columns: list[tuple[str, int, bytes, bool]]) -> bytes:
+    """A Table_map body (what follows the table id and flags) as MariaDB writes it with
+    binlog_row_metadata=FULL: columns are (name, type, metadata bytes, unsigned); text
+    columns are utf8mb4, the first column is the primary key."""
+    types = bytes(t for _, t, _, _ in columns)
+    meta = b"".join(m for _, _, m, _ in columns)
+    count = len(columns)
+    numeric = [u for _, t, _, u in columns if t in tm.NUMERIC]
+    sign = bytearray((len(numeric) + 7) // 8)
+    for i, unsigned in enumerate(numeric):
+        if unsigned:
+            sign[i // 8] |= 0x80 >> (i % 8)
+    text = [c for c in columns if c[1] in tm.CHARACTER]
+    names = b"".join(ev.lenenc(len(n.encode())) + n.encode() for n, *_ in columns)
+    optional = b""
+    if numeric:
+        optional += bytes((tm.SIGNEDNESS,)) + ev.lenenc(len(sign)) + bytes(sign)
+    if text:
+        charsets = ev.lenenc(UTF8MB4)
+        optional += bytes((tm.DEFAULT_CHARSET,)) + ev.lenenc(len(charsets)) + charsets
+    optional += bytes((tm.COLUMN_NAME,)) + ev.lenenc(len(names)) + names
+    optional += bytes((tm.SIMPLE_PRIMARY_KEY,)) + ev.lenenc(1) + ev.lenenc(0)
+    return (
+        bytes((len(schema),)) + schema.encode() + b"\0"
+        + bytes((len(table),)) + table.encode() + b"\0"
+        + ev.lenenc(count) + types + ev.lenenc(len(meta)) + meta
+        + ((1 << count) - 2).to_bytes((count + 7) // 8, "little")  # all but the key NULL-able
+        + optional
+    )  # fmt: skip
+
+
+# id INT NOT NULL PRIMARY KEY, name VARCHAR(50) (utf8mb4: 200 bytes), n BIGINT UNSIGNED
+SIMPLE = [
+    ("id", tm.LONG, b"", False),
+    ("name", tm.VARCHAR, (200).to_bytes(2, "little"), False),
+    ("n", tm.LONGLONG, b"", True),
+]
+
+
+class HandLog:
+    """A hub log an origin never wrote: transactions appended by a test."""
+
+    def __init__(self, directory: Path, origin: str = "o1") -> None:
+        self.directory, self.origin = directory, origin
+        self.log = HubLog(directory)
+        self.maps = TableMaps(self.log.db)
+        self.seq = 0
+        self.log.register(origin, Position.of_state("0-1-0"))
+
+    def add(self, *changes: Change, maps: list[tuple[str, str, bytes]] = ()) -> Position:  # type: ignore[assignment]
+        self.seq += 1
+        position = Position.of_state(f"0-1-{self.seq}")
+        payload = pack(Transaction(position, 1_700_000_000.0 + self.seq, changes).to_wire())
+        tables = tuple(sorted({(c.schema, c.table) for c in changes}))
+        self.maps.add(self.origin, [(s, t, position.key, b) for s, t, b in maps])
+        self.log.append(self.origin, [Entry(position, 1_700_000_000.0 + self.seq, payload,
+                                            tables=tables)])  # fmt: skip
+        return position
+
+    def ddl(self, statement: str, schema: str = "app", table: str = "t") -> Position:
+        return self.add(Change("ddl", schema, table, statement=statement))
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def config(port: int = 0, **kwargs: Any) -> BinlogServiceConfig:
+    return BinlogServiceConfig(
+        bind=f"127.0.0.1:{port}",
+        user=USER,
+        password=PASSWORD,
+        server_id=SERVICE_ID,
+        tables=kwargs.pop("tables", TableFilter()),
+        **kwargs,
+    )
+
+
+@contextmanager
+def running(
+    hand: HandLog, port: int = 0, origins: tuple[str, ...] = ("o1",), **kwargs: Any
+) -> Iterator[BinlogService]:
+    service = BinlogService(config(port, **kwargs), hand.directory, list(origins),
+                            lambda: hand.maps.version)  # fmt: skip
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def indexed(service: BinlogService, seq: int, domain: int = 1, timeout: float = 10) -> None:
+    """Until the service has given GTID domain-900-seq a place."""
+    wait_until(
+        lambda: service.indexer.index.state(SERVICE_ID).get(domain, (0, 0))[1] >= seq,
+        timeout, 0.01, f"GTID {domain}-{SERVICE_ID}-{seq} indexed",
+    )  # fmt: skip
+
+
+_ = _time

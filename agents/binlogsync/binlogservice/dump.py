@@ -9,7 +9,7 @@ everything is sent it waits for the indexer, sending a Heartbeat every
 packet instead.
 
 Where it starts:
-- file and position: any event boundary of a file SHOW BINARY LOGS lists (a position inside a
+- file and position (an empty name: the first file): any event boundary of a file SHOW BINARY LOGS lists (a position inside a
   transaction is reached by rendering the transaction and skipping its first events: a
   replica's IO thread reconnects there);
 - GTID (@slave_connect_state, MariaDB): for each domain the transaction after the one the
@@ -17,8 +17,8 @@ Where it starts:
   A GTID the service never served, or one whose transaction the hub has compacted, gets
   error 1236 with what to do.
 
-Options the subscriber set before: @master_binlog_checksum (events carry their CRC32 unless
-it is unset or NONE), @mariadb_slave_capability (below 4 a GTID event becomes the Query
+Options the subscriber set before: @master_binlog_checksum (set to anything, the events carry
+their CRC32, as in the file; unset, they do not), @mariadb_slave_capability (below 4 a GTID event becomes the Query
 BEGIN of the same size, and Gtid_list events are left out, as MariaDB does), and
 @master_heartbeat_period (nanoseconds).
 """
@@ -26,6 +26,7 @@ BEGIN of the same size, and Gtid_list events are left out, as MariaDB does), and
 from __future__ import annotations
 
 import select
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -112,8 +113,13 @@ class Dump:
         self.cache, self.shapes, self.me, self.stopping = cache, shapes, subscriber, stopping
         settings = indexer.settings
         self.server_id, self.base = settings.server_id, settings.base
+        # As MariaDB: a subscriber that set @master_binlog_checksum at all gets the events as
+        # the file has them (with CRC32, which the Format_description announces), whatever it
+        # set; only the first fake Rotate follows the value. One that did not set it (MariaDB
+        # refuses it) gets them without, and a Format_description that says so.
         checksum = user_vars.get("master_binlog_checksum")
-        self.checksum = checksum is not None and str(checksum).upper() != "NONE"
+        self.checksum = checksum is not None
+        self.first_checksum = self.checksum and str(checksum).upper() != "NONE"
         self.capability = _int(user_vars.get("mariadb_slave_capability"), 0)
         self.heartbeat = _int(user_vars.get("master_heartbeat_period"), 0) / 1e9
         state = user_vars.get("slave_connect_state")
@@ -229,8 +235,9 @@ class Dump:
 
     def _stream(self, info: FileInfo, pos: int) -> None:
         conn = self.conn
-        self._send(ev.rotate(info.name, server_id=self.server_id, log_pos=0, position=pos,
-                             artificial=True))  # fmt: skip
+        first = ev.rotate(info.name, server_id=self.server_id, log_pos=0, position=pos,
+                          artificial=True)  # fmt: skip
+        conn.queue(b"\x00" + (first if self.first_checksum else ev.strip_checksum(first)))
         while True:
             self._send_header(info, pos)
             pos = max(pos, info.header_end)
@@ -343,12 +350,19 @@ class Dump:
         return True
 
     def _client_gone(self) -> bool:
-        """A subscriber sends nothing during a dump: readable means closed (or garbage)."""
+        """Whether the subscriber closed the connection. A subscriber sends nothing during a
+        dump that the service reads; what arrives is dropped (python-mysql-replication's
+        MariaDB dump packet is four bytes longer than it says)."""
+        sock = self.conn.sock
         try:
-            readable, _, _ = select.select([self.conn.sock], [], [], 0)
+            readable, _, _ = select.select([sock], [], [], 0)
+            if not readable:
+                return False
+            return not sock.recv(4096, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return False
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     # -- one transaction -----------------------------------------------------------------
     def _send_tx(self, info: FileInfo, tx: Tx, skip_to: int = 0) -> int:

@@ -216,9 +216,9 @@ class Indexer:
         with self.index.db:
             db = self.index.db
             db.execute("BEGIN")
-            for number, size in closes:
-                db.execute("UPDATE files SET size=? WHERE number=?", (size, number))
             db.executemany("INSERT INTO files VALUES (?,?,?,?,?,?,?)", map(_file_row, new_files))
+            for number, size in closes:  # after: a file may be made and closed in one step
+                db.execute("UPDATE files SET size=? WHERE number=?", (size, number))
             db.executemany("INSERT INTO txs VALUES (?,?,?,?,?,?,?,?,?)", rows)
             for origin, (domain, last_key, last_seq, stalled) in updates.items():
                 db.execute(
@@ -301,31 +301,49 @@ class Indexer:
 
     def purge(self) -> int:
         """Mark purged the oldest files some transaction of which the hub no longer holds;
-        returns the first file still whole."""
+        returns the first file still whole. The file being written is closed first when it
+        goes too (there is always a file to start from)."""
         floors = {o: self.source.floor(o) for o in self.index.origins()}
         below = self.index.purged_below()
-        for info in self.index.files():
+        files = self.index.files()
+        for info in files:
             gone = False
             for origin, lowest in self.index.db.execute(
                 "SELECT origin, MIN(pos_key) FROM txs WHERE file=? GROUP BY origin",
                 (info.number,),
-            ):
+            ).fetchall():
                 floor = floors.get(origin)
                 if floor is not None and lowest <= floor:
                     gone = True
             if not gone:
                 break
             below = info.number + 1
-        if below != self.index.purged_below():
-            with self.index.db:
-                self.index.db.execute("BEGIN")
-                self.index.db.execute(
-                    "UPDATE meta SET value=? WHERE key='purged_below'", (str(below),)
+        if below == self.index.purged_below():
+            return below
+        now = time.time()
+        with self.index.db:
+            db = self.index.db
+            db.execute("BEGIN")
+            last = files[-1] if files else None
+            if last is not None and below > last.number:
+                seqs = {i.domain: i.last_seq for i in self.index.origins().values()}
+                db.execute(
+                    "UPDATE files SET size=? WHERE number=? AND size IS NULL",
+                    (self._close_size(last.number, self.index.end_of(last)), last.number),
                 )
-                self.index.db.execute("DELETE FROM txs WHERE file<?", (below,))
-            log.info(
-                "binlog service: files before %s are purged", file_name(self.settings.base, below)
-            )
+                db.execute(
+                    "INSERT INTO files VALUES (?,?,?,?,?,?,?)",
+                    _file_row(self._new_file(last.number + 1, seqs, now)),
+                )
+            db.execute("UPDATE meta SET value=? WHERE key='purged_below'", (str(below),))
+            db.execute("DELETE FROM txs WHERE file<?", (below,))
+        with self.changed:
+            self.generation += 1
+            self.changed.notify_all()
+        log.info(
+            "binlog service: files before %s are purged (the hub compacted what they held)",
+            file_name(self.settings.base, below),
+        )
         return below
 
     def retention(self, now: float) -> None:

@@ -27,8 +27,10 @@ from typing import Protocol
 from .dump import Request
 from .handshake import Reader, authenticate, greet
 from .packets import (
+    ER_HANDSHAKE,
     ER_TOO_MANY_CONNECTIONS,
     ER_UNKNOWN_COM,
+    ER_UNKNOWN_ERROR,
     Connection,
     PacketError,
     error_packet,
@@ -106,13 +108,30 @@ class Listener:
             self.session(client, address, number)
         except PacketError as exc:
             log.debug("binlog service: %s: %s", address, exc)
+            _goodbye(client, ER_HANDSHAKE, f"the binlog service closes this connection: {exc}")
         except Exception:  # noqa: BLE001 - one session's failure never reaches the others
             log.exception("binlog service: the session of %s failed", address)
+            _goodbye(client, ER_UNKNOWN_ERROR, "the binlog service failed on this connection")
         finally:
             try:
                 client.close()
             except OSError:
                 pass
+
+
+def _goodbye(client: socket.socket, error: tuple[int, str], message: str) -> None:
+    """An error packet, then a close that lets it arrive (what the client sent meanwhile is
+    read and dropped first: closing with unread data would reset the connection)."""
+    try:
+        client.settimeout(0.5)
+        payload = error_packet(error, message)
+        client.sendall(struct.pack("<I", len(payload))[:3] + b"\x00" + payload)
+        client.shutdown(socket.SHUT_WR)
+        for _ in range(64):
+            if not client.recv(65536):
+                break
+    except OSError:
+        pass
 
 
 def _refuse(client: socket.socket, message: str) -> None:

@@ -4,13 +4,25 @@ python-mysql-replication)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pymysql
 
+from binlogsync.binlogservice import BinlogService
+from binlogsync.binlogservice import events as ev
+from binlogsync.binlogservice import tablemap as tm
+from binlogsync.codec import pack
+from binlogsync.config import BinlogServiceConfig
 from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.sandbox import Server, free_port
+from binlogsync.hub.log import Entry, HubLog
+from binlogsync.hub.tablemaps import TableMaps
+from binlogsync.model import Change, Transaction
+from binlogsync.position import Position
+from binlogsync.tables import TableFilter
 
 USER = "repl"
 PASSWORD = "service-pw"
@@ -42,6 +54,12 @@ def service_section(root: Path, port: int, **extra: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+_HAS_CHECKPOINTS = (
+    "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'binlogsync' "
+    "AND TABLE_NAME = 'checkpoint'"
+)
+
+
 def service_site(
     tmp_path: Path,
     origin: Server,
@@ -54,10 +72,36 @@ def service_site(
     """A LocalSite whose hub runs the binlog service on `port` (a free one by default)."""
     port = port or free_port()
     root = tmp_path / "site"
+    for target in targets:  # a fresh deployment: no checkpoint of an earlier test's site
+        if scalar(target, _HAS_CHECKPOINTS):
+            with target.connect() as conn, conn.cursor() as cur:
+                cur.execute("DELETE FROM binlogsync.checkpoint WHERE origin = 'origin'")
     extra = dict(kwargs.pop("agent_extra", {}))
-    extra["hub"] = extra.get("hub", "") + service_section(root, port, **(service or {}))
+    extra["hub"] = (
+        extra.get("hub", "") + service_section(root, port, **(service or {}))
+        + kwargs.pop("more_routes", "")
+    )  # fmt: skip
     site = LocalSite(root, origin, targets, tables=(f"{db}.*",), agent_extra=extra, **kwargs)
     return site, port
+
+
+def route(origin: str, tables: list[str], targets: tuple[str, ...] = ()) -> str:
+    """Another [[route]] of the hub (before the site's own)."""
+    quoted = ", ".join(f'"{t}"' for t in tables)
+    names = ", ".join(f'"{t}"' for t in targets)
+    return f'\n[[route]]\norigin = "{origin}"\ntables = [{quoted}]\ntargets = [{names}]\n'
+
+
+def add_origin(site: LocalSite, name: str, server: Server, tables: list[str]) -> None:
+    """A second origin agent in the site (the hub's config names it in a route)."""
+    quoted = ", ".join(f'"{t}"' for t in tables)
+    text = (
+        f'[client]\nname = "{name}"\nhub = "{site.endpoint}"\nheartbeat_interval = '
+        f'{site.heartbeat}\n\n[origin]\nhost = "127.0.0.1"\nport = {server.port}\n'
+        f'user = "root"\nserver_id = {1000 + server.server_id}\ntables = [{quoted}]\n'
+        'start = "current"\n'
+    )
+    site._add(name, "client", text)
 
 
 def connect(port: int, **kwargs: Any) -> pymysql.Connection:
@@ -122,20 +166,6 @@ def stop_replica(replica: Server) -> None:
 
 # -- a binlog service over a hub log made by hand (no MariaDB) ------------------------------
 
-import time as _time  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from contextlib import contextmanager  # noqa: E402
-
-from binlogsync.binlogservice import BinlogService  # noqa: E402
-from binlogsync.binlogservice import events as ev  # noqa: E402
-from binlogsync.binlogservice import tablemap as tm  # noqa: E402
-from binlogsync.codec import pack  # noqa: E402
-from binlogsync.config import BinlogServiceConfig  # noqa: E402
-from binlogsync.hub.log import Entry, HubLog  # noqa: E402
-from binlogsync.hub.tablemaps import TableMaps  # noqa: E402
-from binlogsync.model import Change, Transaction  # noqa: E402
-from binlogsync.position import Position  # noqa: E402
-from binlogsync.tables import TableFilter  # noqa: E402
 
 UTF8MB4 = 45
 
@@ -236,6 +266,3 @@ def indexed(service: BinlogService, seq: int, domain: int = 1, timeout: float = 
         lambda: service.indexer.index.state(SERVICE_ID).get(domain, (0, 0))[1] >= seq,
         timeout, 0.01, f"GTID {domain}-{SERVICE_ID}-{seq} indexed",
     )  # fmt: skip
-
-
-_ = _time

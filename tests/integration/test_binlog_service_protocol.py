@@ -64,8 +64,12 @@ def query(port: int, sql: str) -> list[tuple[object, ...]]:
 def stream(port: int, **kwargs: object) -> list[object]:
     """Every event python-mysql-replication reads from the service, non-blocking."""
     reader = BinLogStreamReader(
-        connection_settings={"host": "127.0.0.1", "port": port, "user": USER,
-                             "password": PASSWORD},  # fmt: skip
+        connection_settings={
+            "host": "127.0.0.1",
+            "port": port,
+            "user": USER,
+            "password": PASSWORD,
+        },  # fmt: skip
         server_id=4242,
         blocking=False,
         **kwargs,
@@ -140,9 +144,7 @@ def test_the_queries_replication_clients_send_are_answered(hand: HandLog) -> Non
         "\x00\xff garbage",
     ],
 )
-def test_anything_else_is_a_mysql_error_and_the_connection_goes_on(
-    hand: HandLog, sql: str
-) -> None:
+def test_anything_else_is_a_mysql_error_and_the_connection_goes_on(hand: HandLog, sql: str) -> None:
     with running(hand) as service:
         port = service.address[1]
         with connect(port) as conn, conn.cursor() as cur:
@@ -397,9 +399,7 @@ def test_a_transaction_without_its_table_map_stops_its_origin_with_the_reason(
                 break
             time.sleep(0.05)
         assert stalled and "Table_map" in stalled and "upgrade" in stalled
-        assert gtids(stream(service.address[1], is_mariadb=True, auto_position="")) == [
-            "1-900-1"
-        ]
+        assert gtids(stream(service.address[1], is_mariadb=True, auto_position="")) == ["1-900-1"]
 
 
 def test_a_dump_of_a_live_service_gets_what_comes_and_heartbeats(hand: HandLog) -> None:
@@ -408,8 +408,12 @@ def test_a_dump_of_a_live_service_gets_what_comes_and_heartbeats(hand: HandLog) 
     with running(hand) as service:
         indexed(service, 1)
         reader = BinLogStreamReader(
-            connection_settings={"host": "127.0.0.1", "port": service.address[1],
-                                 "user": USER, "password": PASSWORD},  # fmt: skip
+            connection_settings={
+                "host": "127.0.0.1",
+                "port": service.address[1],
+                "user": USER,
+                "password": PASSWORD,
+            },  # fmt: skip
             server_id=4243,
             blocking=True,
             is_mariadb=True,

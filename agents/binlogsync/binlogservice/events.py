@@ -60,10 +60,10 @@ _FDE_TAIL = bytes.fromhex(
 CHECKSUM_CRC32, CHECKSUM_OFF = 1, 0
 
 # Query event status variables of a DDL statement, as MariaDB 10.11 writes them with its
-# default settings: flags2 0, sql_mode (STRICT_TRANS_TABLES, ERROR_FOR_DIVISION_BY_ZERO,
+# default settings (copied from its binlog): flags2, sql_mode (STRICT_TRANS_TABLES, ERROR_FOR_DIVISION_BY_ZERO,
 # NO_AUTO_CREATE_USER, NO_ENGINE_SUBSTITUTION), catalog "std", and the character sets of
 # client, connection and server, all utf8mb4_general_ci (45): the text is sent as UTF-8.
-_DDL_STATUS = bytes.fromhex("00000000000100002000540000000603737464042d002d002d00")
+_DDL_STATUS = bytes.fromhex("00000000010100002054000000000603737464042d002d002d00")
 _QUERY_POST = struct.Struct("<IIBHH")  # thread id, exec time, db length, error code, status len
 _GTID_BODY = struct.Struct("<QIB6x")  # sequence number, domain, flags (then 6 bytes unused)
 _GTID_LIST_ITEM = struct.Struct("<IIQ")

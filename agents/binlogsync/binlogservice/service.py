@@ -169,6 +169,7 @@ class BinlogService:
                     "last_gtid": f"{o.domain}-{self.config.server_id}-{o.last_seq}"
                     if o.last_seq
                     else None,
+                    "indexed_key": o.last_key,  # the hub log's key it has indexed up to
                     "stalled": o.stalled,
                 }
                 for o in sorted(origins.values(), key=lambda o: o.domain)

@@ -80,17 +80,30 @@ class Renderer:
         self, server_id: int, tables: TableFilter, maps: MapLookup, shapes: Shapes
     ) -> None:
         self.server_id, self.tables, self.maps, self.shapes = server_id, tables, maps, shapes
+        self._matches: dict[tuple[str, str], bool] = {}
+
+    def _match(self, schema: str, table: str) -> bool:
+        found = self._matches.get((schema, table))
+        if found is None:
+            if len(self._matches) > 4096:
+                self._matches.clear()
+            found = self._matches[(schema, table)] = (
+                self.tables.covers_schema(schema)
+                if not table
+                else self.tables.matches(schema, table)
+            )
+        return found
 
     def wanted(self, change: Change) -> bool:
-        if change.kind == "ddl" and not change.table:
-            return self.tables.covers_schema(change.schema)
-        return self.tables.matches(change.schema, change.table)
+        return self._match(
+            change.schema, change.table if change.kind != "ddl" or change.table else ""
+        )
 
     def wanted_tables(self, tables: Iterable[tuple[str, str]] | None) -> bool | None:
         """Whether changes to these tables would be served (None: not known, decode)."""
         if tables is None:
             return None
-        return any(self.tables.matches(s, t) for s, t in tables)
+        return any(self._match(s, t) for s, t in tables)
 
     def render(
         self,

@@ -48,7 +48,7 @@ class RowEncoder:
         self._null_bytes = (self.width + 7) // 8
         # MariaDB sets the bitmap's bits past the last column (and so do we: byte for byte)
         self._padding = ((1 << (8 * self._null_bytes)) - 1) ^ ((1 << self.width) - 1)
-        self._encoders = tuple(_encoder(c) for c in shape.columns)
+        self._encoders = tuple(_make(c) for c in shape.columns)
 
     def row(self, values: Sequence[Any]) -> bytes:
         """One row image: the null bitmap, then the values that are not NULL."""
@@ -61,31 +61,35 @@ class RowEncoder:
         parts = [b""]
         append = parts.append
         bit = 1
-        for value, encode in zip(values, self._encoders, strict=True):
-            if value is None:
-                nulls |= bit
-            else:
-                append(encode(value))
-            bit <<= 1
+        try:
+            for value, encode in zip(values, self._encoders, strict=True):
+                if value is None:
+                    nulls |= bit
+                else:
+                    append(encode(value))
+                bit <<= 1
+        except _MISFITS as exc:
+            raise self._refusal(values, exc) from exc
         parts[0] = nulls.to_bytes(self._null_bytes, "little")
         return b"".join(parts)
 
+    def _refusal(self, values: Sequence[Any], exc: Exception) -> EncodeError:
+        """The error naming the first value that does not fit (found again, one by one)."""
+        for value, column, encode in zip(values, self.shape.columns, self._encoders, strict=True):
+            if value is None:
+                continue
+            try:
+                encode(value)
+            except _MISFITS as found:
+                return EncodeError(
+                    f"column {column.name}: the value {str(value)[:60]!r} "
+                    f"({type(value).__name__}) does not fit its binlog type {column.type}: "
+                    f"{found}"
+                )
+        return EncodeError(f"a row of {self.shape.schema}.{self.shape.table}: {exc}")
 
-def _encoder(column: Column) -> Encode:
-    made = _make(column)
 
-    def encode(value: Any) -> bytes:
-        try:
-            return made(value)
-        except EncodeError:
-            raise
-        except (TypeError, ValueError, OverflowError, AttributeError, KeyError) as exc:
-            raise EncodeError(
-                f"column {column.name}: the value {str(value)[:60]!r} ({type(value).__name__}) "
-                f"does not fit its binlog type {column.type}: {exc}"
-            ) from exc
-
-    return encode
+_MISFITS = (TypeError, ValueError, OverflowError, AttributeError, KeyError)
 
 
 def _make(column: Column) -> Encode:

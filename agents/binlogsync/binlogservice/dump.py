@@ -38,10 +38,10 @@ from ..position import parse_state
 from ..tables import TableFilter
 from . import events as ev
 from .index import FileInfo, Index, Tx, file_name, header, rotate_size
-from .indexer import EventCache, Indexer
+from .indexer import CACHE_TX_BYTES, EventCache, Indexer
 from .packets import ER_MASTER_FATAL_READING_BINLOG, Connection, eof_packet
 from .render import Placement, Renderer, Shapes
-from .source import LogSource
+from .source import LogSource, Stored
 from .tablemap import MapError
 
 NON_BLOCK = 0x01
@@ -129,6 +129,7 @@ class Dump:
         self.maps = MapReader(self.source.db, indexer.maps.version)
         self.renderers: dict[tuple[str, ...], Renderer] = {}
         self.skip: dict[int, int] = {}  # GTID start: domain -> last seq the subscriber has
+        self.ahead: dict[tuple[str, int], Stored] = {}  # transactions read ahead
 
     def close(self) -> None:
         self.index.close()
@@ -291,6 +292,7 @@ class Dump:
             if self.stopping.is_set() or self.me.stop.is_set():
                 return info, pos, False
             txs = self.index.txs(info.number, pos)
+            self._read_ahead(txs)
             for tx in txs:
                 if tx.start != pos:
                     raise DumpError(
@@ -370,9 +372,16 @@ class Dump:
             return tx.end  # a GTID subscriber has it already
         chunk = self.cache.get(tx.file, tx.start) if not skip_to else None
         events = chunk if chunk is not None else self._render(info, tx)
+        # What this dump renders goes to the cache too: subscribers catching up together
+        # render each transaction once between them.
+        kept: list[bytes] | None = [] if chunk is None else None
         at = tx.start
         sent = 0
         for event in events:
+            if kept is not None:
+                kept.append(event)
+                if at - tx.start > CACHE_TX_BYTES:
+                    kept = None
             if at >= skip_to:
                 if sent == 0 and skip_to and at != skip_to:
                     raise DumpError(
@@ -389,14 +398,28 @@ class Dump:
                 f"{info.name}:{tx.start}, which its index says takes {tx.end - tx.start}",
                 "report this: the hub's log or the index was changed under the service",
             )
+        if kept is not None:
+            self.cache.put(tx.file, tx.start, tuple(kept))
         self.me.file, self.me.position = info.name, tx.end
         self.me.gtid = f"{tx.domain}-{self.server_id}-{tx.seq}"
         self.me.sent_transactions += 1
         self.me.lag = max(0.0, time.time() - tx.indexed_at) if tx.indexed_at else 0.0
         return tx.end
 
+    def _read_ahead(self, txs: list[Tx]) -> None:
+        """Read from the hub's log, in one query per origin, the transactions of `txs` the
+        cache does not have (a subscriber catching up reads thousands a second)."""
+        self.ahead = {}
+        wanted: dict[str, list[int]] = {}
+        for tx in txs:
+            if self.cache.get(tx.file, tx.start) is None:
+                wanted.setdefault(tx.origin, []).append(tx.key)
+        for origin, keys in wanted.items():
+            found = self.source.many(origin, keys)
+            self.ahead.update({(origin, k): v for k, v in found.items()})
+
     def _render(self, info: FileInfo, tx: Tx) -> Iterator[bytes]:
-        stored = self.source.at(tx.origin, tx.key)
+        stored = self.ahead.pop((tx.origin, tx.key), None) or self.source.at(tx.origin, tx.key)
         if stored is None:
             raise DumpError(
                 f"the hub no longer holds {tx.origin}'s transaction "
@@ -441,7 +464,7 @@ class Dump:
                 event = ev.format_description_without_checksum(event)
             else:
                 event = ev.strip_checksum(event)
-        self.conn.queue(b"\x00" + event)
+        self.conn.queue_event(event)
         self.me.sent_events += 1
 
     def _flush_if_full(self) -> None:

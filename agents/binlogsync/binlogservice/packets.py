@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from .events import lenenc
 
+_HEAD = struct.Struct("<I").pack
 MAX_PACKET = 1 << 20  # what a client may send us: queries and commands are small
 _SPLIT = 0xFFFFFF
 
@@ -106,6 +107,17 @@ class Connection:
             view = view[_SPLIT:]
             if len(chunk) < _SPLIT:
                 return
+
+    def queue_event(self, event: bytes) -> None:
+        """A binlog event as a dump sends it: an OK byte, then the event."""
+        size = len(event) + 1
+        if size >= _SPLIT:
+            self.queue(b"\x00" + event)
+            return
+        self._out.append(_HEAD(size | self.seq << 24) + b"\x00")
+        self._out.append(event)
+        self._out_bytes += size + 4
+        self.seq = (self.seq + 1) & 0xFF
 
     @property
     def queued(self) -> int:

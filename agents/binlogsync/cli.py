@@ -567,6 +567,9 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     s.add_argument(
         "--subscribers", type=int, default=20, help="binlog-service: subscribers at once"
     )
+    s.add_argument(
+        "--rate", type=int, default=0, help="binlog-service: sysbench tx/s (0: unlimited)"
+    )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")
     s.add_argument("--threads", type=int, default=4, help="oltp: sysbench client threads")

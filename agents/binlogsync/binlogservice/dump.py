@@ -124,6 +124,7 @@ class Dump:
         self.heartbeat = _int(user_vars.get("master_heartbeat_period"), 0) / 1e9
         state = user_vars.get("slave_connect_state")
         self.connect_state = None if state is None else str(state)
+        self.plain = self.checksum and self.capability >= CAPABILITY_GTID
         self.index = Index(settings.data_dir, settings.base)
         self.source = LogSource(settings.data_dir / "hub.sqlite3")
         self.maps = MapReader(self.source.db, indexer.maps.version)
@@ -371,27 +372,33 @@ class Dump:
         if self.skip.get(tx.domain, 0) >= tx.seq and not skip_to:
             return tx.end  # a GTID subscriber has it already
         chunk = self.cache.get(tx.file, tx.start) if not skip_to else None
-        events = chunk if chunk is not None else self._render(info, tx)
+        groups = (chunk,) if chunk is not None else self._render(info, tx)
         # What this dump renders goes to the cache too: subscribers catching up together
         # render each transaction once between them.
         kept: list[bytes] | None = [] if chunk is None else None
         at = tx.start
         sent = 0
-        for event in events:
+        plain = self.plain and not skip_to  # the events go as they are
+        for events in groups:
             if kept is not None:
-                kept.append(event)
+                kept.extend(events)
                 if at - tx.start > CACHE_TX_BYTES:
                     kept = None
-            if at >= skip_to:
-                if sent == 0 and skip_to and at != skip_to:
-                    raise DumpError(
-                        f"Slave requested incorrect position in master binlog: {skip_to} in "
-                        f"'{info.name}' is not where an event starts",
-                        "give a position a replica or SHOW BINARY LOGS gave",
-                    )
-                self._send_event(event)
-                sent += 1
-            at += len(event)
+            if plain:
+                at += self.conn.queue_events(events)
+                sent += len(events)
+                continue
+            for event in events:
+                if at >= skip_to:
+                    if sent == 0 and skip_to and at != skip_to:
+                        raise DumpError(
+                            f"Slave requested incorrect position in master binlog: {skip_to} "
+                            f"in '{info.name}' is not where an event starts",
+                            "give a position a replica or SHOW BINARY LOGS gave",
+                        )
+                    self._send_event(event)
+                    sent += 1
+                at += len(event)
         if at != tx.end:
             raise DumpError(
                 f"the service made {at - tx.start} bytes of the transaction at "
@@ -400,10 +407,12 @@ class Dump:
             )
         if kept is not None:
             self.cache.put(tx.file, tx.start, tuple(kept))
-        self.me.file, self.me.position = info.name, tx.end
-        self.me.gtid = f"{tx.domain}-{self.server_id}-{tx.seq}"
-        self.me.sent_transactions += 1
-        self.me.lag = max(0.0, time.time() - tx.indexed_at) if tx.indexed_at else 0.0
+        me = self.me
+        me.file, me.position = info.name, tx.end
+        me.gtid = f"{tx.domain}-{self.server_id}-{tx.seq}"
+        me.sent_transactions += 1
+        me.sent_events += sent if plain else 0
+        me.lag = max(0.0, time.time() - tx.indexed_at) if tx.indexed_at else 0.0
         return tx.end
 
     def _read_ahead(self, txs: list[Tx]) -> None:
@@ -418,7 +427,7 @@ class Dump:
             found = self.source.many(origin, keys)
             self.ahead.update({(origin, k): v for k, v in found.items()})
 
-    def _render(self, info: FileInfo, tx: Tx) -> Iterator[bytes]:
+    def _render(self, info: FileInfo, tx: Tx) -> Iterator[list[bytes]]:
         stored = self.ahead.pop((tx.origin, tx.key), None) or self.source.at(tx.origin, tx.key)
         if stored is None:
             raise DumpError(

@@ -253,17 +253,17 @@ class Indexer:
         size = 0
         kept: list[bytes] | None = []
         try:
-            for event in self.render(origin, stored, place):
-                size += len(event)
+            for events in self.render(origin, stored, place):
+                size += sum(map(len, events))
                 if kept is not None:
-                    kept.append(event)
+                    kept.extend(events)
                     if size > CACHE_TX_BYTES:
                         kept = None
         except NothingServed:
             return 0, None
         return size, (tuple(kept) if kept is not None else None)
 
-    def render(self, origin: str, stored: Stored, place: Placement) -> Iterator[bytes]:
+    def render(self, origin: str, stored: Stored, place: Placement) -> Iterator[list[bytes]]:
         return self.renderer.render(
             origin, stored.key, stored.timestamp, self.source.bodies(origin, stored), place
         )

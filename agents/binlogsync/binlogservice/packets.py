@@ -119,6 +119,25 @@ class Connection:
         self._out_bytes += size + 4
         self.seq = (self.seq + 1) & 0xFF
 
+    def queue_events(self, events: Sequence[bytes]) -> int:
+        """`queue_event` of each; the bytes of the events."""
+        out, seq, total = self._out, self.seq, 0
+        append = out.append
+        for event in events:
+            size = len(event) + 1
+            if size >= _SPLIT:
+                self.seq = seq
+                self.queue(b"\x00" + event)
+                seq = self.seq
+            else:
+                append(_HEAD(size | seq << 24) + b"\x00")
+                append(event)
+                self._out_bytes += size + 4
+                seq = (seq + 1) & 0xFF
+            total += size - 1
+        self.seq = seq
+        return total
+
     @property
     def queued(self) -> int:
         return self._out_bytes

@@ -20,6 +20,7 @@ indexer's cache serves them while they are fresh).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -112,11 +113,11 @@ class Renderer:
         timestamp: float,
         bodies: Iterable[Iterable[Change]],
         place: Placement,
-    ) -> Iterator[bytes]:
-        """The events of one transaction (changes of each stored body, in order) at `place`.
-        The caller has made sure at least one change is wanted."""
+    ) -> Iterator[list[bytes]]:
+        """The events of one transaction (changes of each stored body, in order) at `place`,
+        one list per stored body (a transaction in parts is made a part at a time). Raises
+        NothingServed when none of its changes is served."""
         when = int(timestamp) & 0xFFFFFFFF
-        pos = place.start
         sid = self.server_id
         first: list[Change] | None = None
         batches = iter(bodies)
@@ -127,23 +128,25 @@ class Renderer:
         if not first:
             raise NothingServed("a transaction without any change the service serves")
         if first[0].kind not in ROW_KINDS:
-            yield from self._ddl(first, place, when)
+            yield self._ddl(first, place, when)
             return
-        pos += ev.GTID_EVENT_SIZE
-        yield ev.gtid(place.domain, place.seq, False, timestamp=when, server_id=sid, log_pos=pos)
+        pos = place.start + ev.GTID_EVENT_SIZE
+        out = [ev.gtid(place.domain, place.seq, False, timestamp=when, server_id=sid, log_pos=pos)]
         changes: list[Change] | None = first
         while changes is not None:
-            for event in self._rows(origin, key, changes, when, pos):
-                pos += len(event)
-                yield event
+            pos = self._rows(origin, key, changes, when, pos, out)
             changes = None
             for batch in batches:
                 changes = [c for c in batch if self.wanted(c)]
                 break
+            if changes is not None:
+                yield out
+                out = []
         pos += ev.XID_EVENT_SIZE
-        yield ev.xid(place.seq, timestamp=when, server_id=sid, log_pos=pos)
+        out.append(ev.xid(place.seq, timestamp=when, server_id=sid, log_pos=pos))
+        yield out
 
-    def _ddl(self, changes: list[Change], place: Placement, when: int) -> Iterator[bytes]:
+    def _ddl(self, changes: list[Change], place: Placement, when: int) -> list[bytes]:
         statements = {_statement(c) for c in changes}
         if len(statements) != 1 or any(c.kind in ROW_KINDS for c in changes):
             raise MapError("a DDL transaction that is not one statement")
@@ -152,14 +155,16 @@ class Renderer:
         schema = change.schema.encode() if change.table else b""
         pos = place.start + ev.GTID_EVENT_SIZE
         sid = self.server_id
-        yield ev.gtid(place.domain, place.seq, True, timestamp=when, server_id=sid, log_pos=pos)
+        gtid = ev.gtid(place.domain, place.seq, True, timestamp=when, server_id=sid, log_pos=pos)
         pos += ev.query_size(text, schema)
-        yield ev.query(text, schema, timestamp=when, server_id=sid, log_pos=pos)
+        return [gtid, ev.query(text, schema, timestamp=when, server_id=sid, log_pos=pos)]
 
     def _rows(
-        self, origin: str, key: int, changes: list[Change], when: int, pos: int
-    ) -> Iterator[bytes]:
+        self, origin: str, key: int, changes: list[Change], when: int, pos: int, out: list[bytes]
+    ) -> int:
+        """Append the Table_map and Rows events of `changes` to `out`; where they end."""
         sid = self.server_id
+        finish = ev.finish
         i = 0
         while i < len(changes):
             change = changes[i]
@@ -191,43 +196,39 @@ class Renderer:
                     f"({', '.join(shape.names)[:200]})"
                 )
             pos += ev.size_of(8 + len(body))
-            yield ev.table_map(table_id, body, timestamp=when, server_id=sid, log_pos=pos)
+            out.append(ev.table_map(table_id, body, timestamp=when, server_id=sid, log_pos=pos))
+            heads = _heads(table_id, encoder.width)
             pending: list[bytes] = []
             size = 0
             kind = 0
             for j in range(i, run):
                 current = changes[j]
-                rows = _images(current, encoder)
                 this = _ROWS_KIND[current.kind]
-                for image in rows:
+                for image in _images(current, encoder):
                     if pending and (this != kind or size + len(image) > ROWS_EVENT_BYTES):
-                        event = self._rows_event(kind, table_id, encoder.width, pending,
-                                                 False, when, pos)  # fmt: skip
-                        pos += len(event)
-                        yield event
+                        rows = heads[kind, False] + b"".join(pending)
+                        pos += ev.HEADER_SIZE + len(rows) + ev.CHECKSUM_SIZE
+                        out.append(finish(kind, rows, timestamp=when, server_id=sid, log_pos=pos))
                         pending, size = [], 0
                     kind = this
                     pending.append(image)
                     size += len(image)
             if pending:
-                event = self._rows_event(kind, table_id, encoder.width, pending, True, when, pos)
-                pos += len(event)
-                yield event
+                rows = heads[kind, True] + b"".join(pending)
+                pos += ev.HEADER_SIZE + len(rows) + ev.CHECKSUM_SIZE
+                out.append(finish(kind, rows, timestamp=when, server_id=sid, log_pos=pos))
             i = run
+        return pos
 
-    def _rows_event(
-        self,
-        kind: int,
-        table_id: int,
-        width: int,
-        rows: list[bytes],
-        last: bool,
-        when: int,
-        pos: int,
-    ) -> bytes:
-        body = ev.rows_header(kind, table_id, width, last) + b"".join(rows)
-        return ev.finish(kind, body, timestamp=when, server_id=self.server_id,
-                         log_pos=pos + ev.size_of(len(body)))  # fmt: skip
+
+@functools.lru_cache(maxsize=4096)
+def _heads(table_id: int, width: int) -> dict[tuple[int, bool], bytes]:
+    """What every Rows event of a table starts with, by (event type, last of its statement)."""
+    return {
+        (kind, last): ev.rows_header(kind, table_id, width, last)
+        for kind in _ROWS_KIND.values()
+        for last in (False, True)
+    }
 
 
 def _images(change: Change, encoder: RowEncoder) -> list[bytes]:

@@ -151,6 +151,7 @@ class Probe:
             threading.Thread(target=self._read, daemon=True),
         ]
         self.sampling = threading.Event()
+        self.since = int(time.time() * 1e6)  # probe times from before are not samples
 
     def _write(self) -> None:
         with self.origin.connect(SCHEMA) as conn, conn.cursor() as cur:
@@ -167,7 +168,7 @@ class Probe:
                         with conn.cursor() as cur:
                             cur.execute("SELECT us FROM probe WHERE id = 1")
                             row = cur.fetchone()
-                        if row is not None:
+                        if row is not None and row[0] >= self.since:
                             self.samples[name].append(max(0.0, time.time() - row[0] / 1e6))
                 self.stop.wait(LAG_SAMPLE)
         finally:
@@ -298,11 +299,19 @@ def run(root: Path, args: argparse.Namespace, progress: bool = True) -> Result:
             assert hub is not None
             say(f"sysbench oltp_write_only, {args.threads} threads, {args.seconds} s …")
             with Probe(origin, {"direct": direct, "hub": via}) as probe:
+                wait_until(  # both replicas apply probe writes before the load starts
+                    lambda: all(
+                        (_scalar(r, f"SELECT us FROM {SCHEMA}.probe") or 0) >= probe.since
+                        for r in (direct, via)
+                    ),
+                    60, 0.05, "the first probe on both replicas",
+                )  # fmt: skip
                 probe.sampling.set()
                 cpu = cpu_seconds(hub.pid)
                 output = _run_sysbench(
                     _sysbench(origin, args, f"--threads={args.threads}",
-                              f"--time={args.seconds}", "--report-interval=0", "run")
+                              f"--time={args.seconds}", f"--rate={args.rate}",
+                              "--report-interval=0", "run")
                 )  # fmt: skip
                 equal = _wait_equal(origin, [direct, via], args.tables, 300)
                 cpu = cpu_seconds(hub.pid) - cpu
@@ -371,7 +380,8 @@ def render(result: Result, args: argparse.Namespace) -> str:
     lines = [
         f"binlogsync bench binlog-service — {machine()}",
         f"sysbench oltp_write_only {args.tables}×{args.table_size:,} rows, {args.threads} "
-        f"threads, {args.seconds} s: {result.tps:.0f} tx/s, {result.transactions:,} "
+        f"threads, {args.seconds} s, rate {args.rate or 'unlimited'}: {result.tps:.0f} tx/s, "
+        f"{result.transactions:,} "
         f"transactions; replicas equal to the origin: {'yes' if result.equal else 'NO'}",
         "",
         f"{'lag of a native replica (s)':<34}{'p50':>8}{'p99':>8}{'max':>8}",

@@ -21,6 +21,7 @@ import pytest
 from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.hubcommands import fetch_status
+from binlogsync.statusview import render
 from servicekit import (
     add_origin,
     connect,
@@ -171,6 +172,9 @@ def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_
         assert sorted(sub["server_id"] for sub in subscribers) == [41, 42], subscribers
         assert all(sub["lag_seconds"] < 5 for sub in subscribers), subscribers
         assert status["binlog_service"]["origins"][0]["stalled"] is None
+        shown = render(status)  # what `binlogsync status` prints
+        assert "SUBSCRIBER" in shown and "binlog service on 127.0.0.1" in shown
+        assert all(f" {sid} " in shown for sid in (41, 42))
 
 
 def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(

@@ -7,10 +7,13 @@ MariaDB is needed; the clients are PyMySQL and python-mysql-replication.
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import socket
 import struct
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -450,3 +453,52 @@ def test_a_dump_of_a_live_service_gets_what_comes_and_heartbeats(hand: HandLog) 
         finally:
             reader.close()
             thread.join(5)
+
+
+ZONGJI = Path.home() / ".cache" / "binlogsync-tests" / "zongji"
+
+
+def _zongji() -> Path:
+    """@vlasky/zongji, installed once with npm into a cache folder (skipped without them)."""
+    module = ZONGJI / "node_modules" / "@vlasky" / "zongji"
+    if not module.is_dir():
+        if shutil.which("npm") is None or shutil.which("node") is None:
+            pytest.skip("Node.js and npm are not installed (the zongji client is an extra)")
+        ZONGJI.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--prefix", str(ZONGJI),
+             "@vlasky/zongji@0.9"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0 or not module.is_dir():
+            pytest.skip(f"npm could not install @vlasky/zongji: {done.stderr[-300:]}")
+    return module
+
+
+def test_nodes_zongji_reads_the_rows(hand: HandLog) -> None:
+    module = _zongji()
+    body = map_body("app", "t", SIMPLE)
+    hand.ddl("CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(50), n BIGINT UNSIGNED)")
+    for i in range(1, 6):
+        hand.add(
+            Change("insert", "app", "t", ("id", "name", "n"), after=((i, f"név {i}", 2**64 - i),)),
+            maps=[("app", "t", body)],
+        )
+    hand.add(
+        Change("update", "app", "t", ("id", "name", "n"), before=((1, "név 1", 2**64 - 1),),
+               after=((1, "one", 1),)),
+        maps=[("app", "t", body)],
+    )  # fmt: skip
+    with running(hand) as service:
+        indexed(service, 7)
+        script = Path(__file__).with_name("zongji_read.js")
+        done = subprocess.run(
+            ["node", str(script), str(service.address[1]), USER, PASSWORD, "6"],
+            capture_output=True, text=True, timeout=60, env={**os.environ, "ZONGJI": str(module)},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["row"]["id"] for r in rows[:5]] == [1, 2, 3, 4, 5]
+    assert rows[1]["row"] == {"id": 2, "name": "név 2", "n": str(2**64 - 2)}
+    assert rows[5]["event"] == "updaterows"
+    assert rows[5]["row"]["after"] == {"id": 1, "name": "one", "n": 1}

@@ -11,6 +11,7 @@ domain. A transaction of 300,000 rows goes through in parts with the hub's memor
 from __future__ import annotations
 
 import random
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,6 +173,13 @@ def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_
         assert sorted(sub["server_id"] for sub in subscribers) == [41, 42], subscribers
         assert all(sub["lag_seconds"] < 5 for sub in subscribers), subscribers
         assert status["binlog_service"]["origins"][0]["stalled"] is None
+        # Both replicas lost the service with the hub and came back where they were: the file
+        # replica at its own position (not at a file's start), the other by its GTID state.
+        hub_log = s.agents["hub"].log.read_text()
+        again = re.findall(r"\(server_id 42\) subscribes from (hub-bin\.\d+):(\d+)", hub_log)
+        assert len(again) >= 2 and int(again[-1][1]) > 4, again
+        gtids = re.findall(r"\(server_id 41\) subscribes from GTID (\S*)", hub_log)
+        assert len(gtids) >= 2 and gtids[-1].startswith("1-900-"), gtids
         shown = render(status)  # what `binlogsync status` prints
         assert "SUBSCRIBER" in shown and "binlog service on 127.0.0.1" in shown
         assert all(f" {sid} " in shown for sid in (41, 42))

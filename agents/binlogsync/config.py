@@ -553,8 +553,7 @@ def _binlog_service(
         raise ConfigError(
             "binlog_service: the password is empty; subscribers would read every origin's "
             "changes without one",
-            "put a password in the file password_file names (or the variable password_env "
-            "names)",
+            "put a password in the file password_file names (or the variable password_env names)",
         )
     server_id = s.get("server_id", int)
     if not 1 <= server_id < 1 << 32:

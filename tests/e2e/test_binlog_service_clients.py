@@ -170,7 +170,10 @@ def test_retention_keeps_the_log_for_subscribers_then_purges_with_a_clear_error(
         cur.execute(f"CREATE TABLE `{dbname}`.t (id INT PRIMARY KEY)")
     retain = 4.0  # seconds
     s, port = service_site(
-        tmp_path, origin, [target], dbname,
+        tmp_path,
+        origin,
+        [target],
+        dbname,
         service={"retain_hours": retain / 3600, "file_bytes": 4096},
     )  # fmt: skip (the site's hub compacts every 2 s)
     with s:

@@ -50,6 +50,8 @@ class Retention(Protocol):
     def serves(self, origin: str) -> bool: ...
 
     def compaction_bound(self, origin: str) -> Position | None: ...
+
+
 DELIVER_BYTES = 8 * 1024 * 1024
 _FRAME_ROOM = 64 * 1024  # header and frames around the bodies
 

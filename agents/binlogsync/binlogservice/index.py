@@ -16,7 +16,9 @@ and this module keeps, in `binlog-service.sqlite3` beside the hub's log:
               GTIDs and names already served mean something else: refused at start-up)
     origins   origin -> its GTID domain, the last log key indexed, the last sequence number
     files     number -> header_end, the GTID state it starts with, creation time, size once
-              closed, the table filter and encoding version its transactions were made with
+              closed, the table filter and encoding version its transactions were made with,
+              and `upto`: each origin's last log key indexed before the file was made
+              (retention: everything up to there is at least as old as the file)
     txs       (file, start) -> end, origin, log key, domain, seq, commit time, indexed time
 
 A position a subscriber holds (file, offset) or a GTID (domain-server-seq) therefore means the
@@ -30,7 +32,7 @@ import json
 import sqlite3
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,8 @@ CREATE TABLE IF NOT EXISTS files (
     created REAL NOT NULL,
     size INTEGER,
     filter TEXT NOT NULL,
-    encoding INTEGER NOT NULL
+    encoding INTEGER NOT NULL,
+    upto TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS txs (
     file INTEGER NOT NULL,
@@ -87,6 +90,7 @@ class FileInfo:
     size: int | None  # None while it is the file being written
     filter: tuple[str, ...]
     encoding: int
+    upto: dict[str, int] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +209,7 @@ class Index:
 
     # -- reading ---------------------------------------------------------------------------
     def _file(self, row: Any) -> FileInfo:
-        number, header_end, state, created, size, patterns, encoding = row
+        number, header_end, state, created, size, patterns, encoding, upto = row
         return FileInfo(
             int(number),
             file_name(self.base, int(number)),
@@ -215,12 +219,13 @@ class Index:
             None if size is None else int(size),
             tuple(json.loads(patterns)),
             int(encoding),
+            {str(o): int(k) for o, k in json.loads(upto).items()},
         )
 
     def files(self) -> list[FileInfo]:
         """The files a subscriber may read, oldest first."""
         rows = self.db.execute(
-            "SELECT number, header_end, state, created, size, filter, encoding FROM files "
+            "SELECT number, header_end, state, created, size, filter, encoding, upto FROM files "
             "WHERE number>=? ORDER BY number",
             (self.purged_below(),),
         ).fetchall()
@@ -228,7 +233,7 @@ class Index:
 
     def file(self, number: int) -> FileInfo | None:
         row = self.db.execute(
-            "SELECT number, header_end, state, created, size, filter, encoding FROM files "
+            "SELECT number, header_end, state, created, size, filter, encoding, upto FROM files "
             "WHERE number=?",
             (number,),
         ).fetchone()
@@ -238,15 +243,18 @@ class Index:
 
     def last_file(self) -> FileInfo | None:
         row = self.db.execute(
-            "SELECT number, header_end, state, created, size, filter, encoding FROM files "
+            "SELECT number, header_end, state, created, size, filter, encoding, upto FROM files "
             "ORDER BY number DESC LIMIT 1"
         ).fetchone()
         return None if row is None else self._file(row)
 
     def end_of(self, info: FileInfo) -> int:
-        """Where the file's transactions end (before its Rotate, if closed)."""
-        row = self.db.execute("SELECT MAX(end) FROM txs WHERE file=?", (info.number,)).fetchone()
-        return int(row[0]) if row and row[0] is not None else info.header_end
+        """Where the file's transactions end (before its Rotate, if closed): the last one's
+        end, found by the primary key (a file holds a million transactions)."""
+        row = self.db.execute(
+            "SELECT end FROM txs WHERE file=? ORDER BY start DESC LIMIT 1", (info.number,)
+        ).fetchone()
+        return int(row[0]) if row is not None else info.header_end
 
     def txs(self, file: int, start: int, limit: int = 200) -> list[Tx]:
         """The file's transactions that start at or after `start`, in order."""
@@ -296,20 +304,17 @@ class Index:
 
     def oldest_pending(self, file: int, start: int) -> Tx | None:
         """The first transaction at or after (file, start), for a subscriber's lag."""
-        row = self.db.execute(
-            "SELECT file, start, end, origin, pos_key, domain, seq, ts, indexed_at FROM txs "
-            "WHERE (file=? AND start>=?) OR file>? ORDER BY file, start LIMIT 1",
-            (file, start, file),
-        ).fetchone()
+        columns = "file, start, end, origin, pos_key, domain, seq, ts, indexed_at"
+        row = (
+            self.db.execute(
+                f"SELECT {columns} FROM txs WHERE file=? AND start>=? ORDER BY start LIMIT 1",
+                (file, start),
+            ).fetchone()
+            or self.db.execute(
+                f"SELECT {columns} FROM txs WHERE file>? ORDER BY file, start LIMIT 1", (file,)
+            ).fetchone()
+        )
         return None if row is None else Tx(*row)
-
-    def retained(self, origin: str, before: float) -> int | None:
-        """The highest log key of `origin` indexed before `before`: the hub may compact its
-        log up to there (retention); None: nothing that old."""
-        row = self.db.execute(
-            "SELECT MAX(pos_key) FROM txs WHERE origin=? AND indexed_at<?", (origin, before)
-        ).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
 
     def now(self) -> float:
         return time.time()

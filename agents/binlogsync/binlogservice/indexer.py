@@ -143,17 +143,26 @@ class Indexer:
         now = time.time()
         origins = self.index.origins()
         seqs = {i.domain: i.last_seq for i in origins.values()}  # the GTID state, as it grows
+        keys = {o: i.last_key for o, i in origins.items()}  # what is indexed, as it grows
         last = self.index.last_file()
         new_files: list[FileInfo] = []
         closes: list[tuple[int, int]] = []
-        if last is None or tuple(s.tables.patterns) != last.filter or last.encoding != ENCODING:
+        end = self.index.end_of(last) if last is not None else 0
+        if (
+            last is None
+            or tuple(s.tables.patterns) != last.filter
+            or last.encoding != ENCODING
+            # Retention goes by files: one is closed after a quarter of retain_hours, so that
+            # a quiet service's log is compacted all the same.
+            or (end > last.header_end and now - last.created > s.retain_seconds / 4)
+        ):
             if last is not None and last.size is None:
-                closes.append((last.number, self._close_size(last.number, self.index.end_of(last))))
-            current = self._new_file(1 if last is None else last.number + 1, seqs, now)
+                closes.append((last.number, self._close_size(last.number, end)))
+            current = self._new_file(1 if last is None else last.number + 1, seqs, keys, now)
             new_files.append(current)
             end = current.header_end
         else:
-            current, end = last, self.index.end_of(last)
+            current = last
         rows: list[tuple[object, ...]] = []
         fresh: list[tuple[int, int, tuple[bytes, ...]]] = []
         updates: dict[str, tuple[int, int, int, str | None]] = {}
@@ -176,7 +185,7 @@ class Indexer:
             stalled: str | None = None
             for stored in self.source.after(origin, last_key, STEP_ROWS):
                 if not self._wanted(origin, stored):
-                    last_key = stored.key
+                    last_key = keys[origin] = stored.key
                     continue
                 try:
                     size, chunk = self._measure(
@@ -188,7 +197,7 @@ class Indexer:
                 except LookupError as exc:  # a part compacted while read
                     stalled = str(exc)
                     break
-                last_key = stored.key
+                last_key = keys[origin] = stored.key
                 if size == 0:  # every change filtered out
                     continue
                 last_seq = seqs[domain] = last_seq + 1
@@ -199,7 +208,7 @@ class Indexer:
                 end += size
                 if end >= s.file_bytes:
                     closes.append((current.number, self._close_size(current.number, end)))
-                    current = self._new_file(current.number + 1, seqs, now)
+                    current = self._new_file(current.number + 1, seqs, keys, now)
                     new_files.append(current)
                     end = current.header_end
             if stalled:
@@ -216,7 +225,7 @@ class Indexer:
         with self.index.db:
             db = self.index.db
             db.execute("BEGIN")
-            db.executemany("INSERT INTO files VALUES (?,?,?,?,?,?,?)", map(_file_row, new_files))
+            db.executemany("INSERT INTO files VALUES (?,?,?,?,?,?,?,?)", map(_file_row, new_files))
             for number, size in closes:  # after: a file may be made and closed in one step
                 db.execute("UPDATE files SET size=? WHERE number=?", (size, number))
             db.executemany("INSERT INTO txs VALUES (?,?,?,?,?,?,?,?,?)", rows)
@@ -269,13 +278,15 @@ class Indexer:
         )
 
     # -- files ------------------------------------------------------------------------------
-    def _new_file(self, number: int, seqs: dict[int, int], now: float) -> FileInfo:
+    def _new_file(
+        self, number: int, seqs: dict[int, int], keys: dict[str, int], now: float
+    ) -> FileInfo:
         s = self.settings
         name = file_name(s.base, number)
         state = tuple(sorted((d, s.server_id, q) for d, q in seqs.items() if q > 0))
         return FileInfo(
             number, name, header_size(name, state, s.server_id), state, now, None,
-            tuple(s.tables.patterns), ENCODING,
+            tuple(s.tables.patterns), ENCODING, dict(keys),
         )  # fmt: skip
 
     def _close_size(self, number: int, end: int) -> int:
@@ -326,14 +337,16 @@ class Indexer:
             db.execute("BEGIN")
             last = files[-1] if files else None
             if last is not None and below > last.number:
-                seqs = {i.domain: i.last_seq for i in self.index.origins().values()}
+                known = self.index.origins()
+                seqs = {i.domain: i.last_seq for i in known.values()}
+                keys = {o: i.last_key for o, i in known.items()}
                 db.execute(
                     "UPDATE files SET size=? WHERE number=? AND size IS NULL",
                     (self._close_size(last.number, self.index.end_of(last)), last.number),
                 )
                 db.execute(
-                    "INSERT INTO files VALUES (?,?,?,?,?,?,?)",
-                    _file_row(self._new_file(last.number + 1, seqs, now)),
+                    "INSERT INTO files VALUES (?,?,?,?,?,?,?,?)",
+                    _file_row(self._new_file(last.number + 1, seqs, keys, now)),
                 )
             db.execute("UPDATE meta SET value=? WHERE key='purged_below'", (str(below),))
             db.execute("DELETE FROM txs WHERE file<?", (below,))
@@ -347,23 +360,40 @@ class Indexer:
         return below
 
     def retention(self, now: float) -> None:
-        """What the hub may compact of each origin: what was indexed `retain_hours` ago, and
-        never what is not indexed yet."""
-        bounds: dict[str, Position | None] = {}
+        """What the hub may compact of each origin: what the newest file made `retain_hours`
+        ago or earlier had indexed before it was made (`upto`): all of that is at least that
+        old, served or filtered out. Never what is not indexed yet. Bounds only rise."""
+        cutoff = now - self.settings.retain_seconds
+        aged = [f for f in self.index.files() if f.created <= cutoff]
+        if not aged:
+            return
+        upto = aged[-1].upto
+        bounds = dict(self.bounds)
         for origin in self.settings.origins:
-            key = self.index.retained(origin, now - self.settings.retain_seconds)
-            info = self.index.origins().get(origin)
-            if info is None:
-                bounds[origin] = None
+            key = upto.get(origin)
+            known = bounds.get(origin)
+            if key is None or key < 0 or (known is not None and known.key >= key):
                 continue
-            if key is None:
-                bounds[origin] = None
-                continue
-            stored = self.source.at(origin, min(key, info.last_key))
-            bounds[origin] = stored.position if stored is not None else None
+            stored = self.source.at(origin, key)
+            if stored is not None:
+                bounds[origin] = stored.position
+            else:  # filtered out, or compacted already: the floor names it
+                floor = self.source.floor(origin)
+                if floor is not None and floor >= key:
+                    continue
+                bounds[origin] = self._position_of(origin, key)
         self.bounds = bounds
+
+    def _position_of(self, origin: str, key: int) -> Position | None:
+        """The position of the newest stored transaction of `origin` at or below `key`."""
+        row = self.source.db.execute(
+            "SELECT position FROM log WHERE origin=? AND pos_key<=? ORDER BY pos_key DESC LIMIT 1",
+            (origin, key),
+        ).fetchone()
+        return None if row is None else Position.from_json(json.loads(row[0]))
 
 
 def _file_row(info: FileInfo) -> tuple[object, ...]:
     return (info.number, info.header_end, json.dumps([list(i) for i in info.state]),
-            info.created, None, json.dumps(list(info.filter)), info.encoding)  # fmt: skip
+            info.created, None, json.dumps(list(info.filter)), info.encoding,
+            json.dumps(info.upto))  # fmt: skip

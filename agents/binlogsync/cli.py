@@ -294,6 +294,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .devsite.oltp_bench import main as oltp_main
 
         return oltp_main(args)
+    if args.which == "binlog-service":
+        from .devsite.binlog_service_bench import main as service_main
+
+        return service_main(args)
     from .devsite.paper_timing import main as paper_main
 
     return paper_main(args)
@@ -550,11 +554,13 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx", "oltp", "seed", "apply"],
+        choices=["paper", "large-tx", "oltp", "seed", "apply", "binlog-service"],
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
         "apply: catching up a backlog into a PostgreSQL target beside pg_chameleon; "
         "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
-        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running",
+        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running; "
+        "binlog-service: the hub's binlog service (row events/s to 1 and --subscribers "
+        "subscribers, hub CPU, lag of a native replica via the hub beside a direct one)",
     )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
@@ -566,6 +572,12 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
         default=None,
         help="large-tx: rows per transaction (default 1000000,5000000); seed: rows of the "
         "table (default 1000000,10000000); comma-separated",
+    )
+    s.add_argument(
+        "--subscribers", type=int, default=20, help="binlog-service: subscribers at once"
+    )
+    s.add_argument(
+        "--rate", type=int, default=0, help="binlog-service: sysbench tx/s (0: unlimited)"
     )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")

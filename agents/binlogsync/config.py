@@ -88,7 +88,20 @@ _DEFAULT_URLS = {
 _HUB_SECURITY_KEYS = ("secret_key_file", "public_key_file", "authorized_keys_dir", "admin_keys_dir")
 _CLIENT_SECURITY_KEYS = ("secret_key_file", "public_key_file", "hub_public_key_file")
 _METRICS_KEYS = ("host", "port")
-_HUB_TABLES = ("hub", "route", "security", "metrics")
+_BINLOG_SERVICE_KEYS = (
+    "bind",
+    "user",
+    "password",
+    "password_file",
+    "password_env",
+    "server_id",
+    "origins",
+    "tables",
+    "retain_hours",
+    "domains",
+    "file_bytes",
+)
+_HUB_TABLES = ("hub", "route", "security", "metrics", "binlog_service")
 _CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
 _ADMIN_KEYS = ("name", "hub")
 _ADMIN_TABLES = ("admin", "security")
@@ -280,6 +293,21 @@ class Route:
 
 
 @dataclass(frozen=True)
+class BinlogServiceConfig:
+    """[binlog_service]: the hub also speaks the replication protocol (binlogservice/)."""
+
+    bind: str  # host:port
+    user: str
+    password: str = field(repr=False)
+    server_id: int
+    origins: tuple[str, ...] | None = None  # None: every origin of the hub
+    tables: TableFilter = TableFilter()
+    retain_hours: float = 24.0
+    domains: Mapping[str, int] = field(default_factory=dict)  # origin -> GTID domain
+    file_bytes: int = 256 * 1024 * 1024  # a virtual binlog file is closed past this size
+
+
+@dataclass(frozen=True)
 class HubConfig:
     name: str
     bind: str
@@ -287,6 +315,7 @@ class HubConfig:
     routes: tuple[Route, ...]
     security: Security = Security()
     metrics: Metrics = Metrics()
+    binlog_service: BinlogServiceConfig | None = None
     window: int = 8
     batch_transactions: int = 1000
     heartbeat_interval: float = 1.0
@@ -486,7 +515,7 @@ def _candidates(s: _Section, env: Mapping[str, str], secrets: bool) -> tuple[Dat
     return tuple(out)
 
 
-def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
+def _routes(data: dict[str, Any], base: Path, service: bool = False) -> tuple[Route, ...]:
     items = data.get("route", [])
     if not isinstance(items, list):
         raise ConfigError("route must be an array of tables: write each as [[route]]")
@@ -494,9 +523,12 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
     for i, item in enumerate(items):
         s = _Section(f"route[{i}]", item, base, _ROUTE_KEYS)
         origin = _name(s, "origin")
-        targets = s.get("targets", list)
-        if not targets or not all(isinstance(t, str) and t for t in targets):
-            raise ConfigError(f"route[{i}].targets must be a non-empty list of host names")
+        targets = s.get("targets", list, [] if service else _MISSING)
+        if (not targets and not service) or not all(isinstance(t, str) and t for t in targets):
+            raise ConfigError(
+                f"route[{i}].targets must be a non-empty list of host names"
+                + ("" if service else " (it may be empty when [binlog_service] serves it)")
+            )
         if origin in targets:
             raise ConfigError(f"route[{i}] sends {origin!r} to itself", "remove it from targets")
         rename = s.get("rename", dict, {})
@@ -506,17 +538,78 @@ def _routes(data: dict[str, Any], base: Path) -> tuple[Route, ...]:
     return tuple(routes)
 
 
+def _binlog_service(
+    data: dict[str, Any], base: Path, env: Mapping[str, str], routes: tuple[Route, ...]
+) -> BinlogServiceConfig | None:
+    if "binlog_service" not in data:
+        return None
+    s = _Section("binlog_service", data["binlog_service"], base, _BINLOG_SERVICE_KEYS)
+    bind = s.get("bind", str)
+    host, sep, port = bind.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(
+            f"binlog_service.bind must be host:port, got {bind!r}",
+            'write e.g. bind = "127.0.0.1:3307"',
+        )
+    password = s.secret("password", env, required=True)
+    if not password:
+        raise ConfigError(
+            "binlog_service: the password is empty; subscribers would read every origin's "
+            "changes without one",
+            "put a password in the file password_file names (or the variable password_env names)",
+        )
+    server_id = s.get("server_id", int)
+    if not 1 <= server_id < 1 << 32:
+        raise ConfigError(f"binlog_service.server_id must be 1 to 4294967295, got {server_id}")
+    known = {r.origin for r in routes}
+    origins = s.get("origins", list, None)
+    if origins is not None:
+        unknown = [o for o in origins if o not in known]
+        if not origins or not all(isinstance(o, str) for o in origins) or unknown:
+            raise ConfigError(
+                "binlog_service.origins must name origins of the hub's routes"
+                + (f"; {unknown[0]!r} is none" if unknown else ""),
+                f"the hub's origins are: {', '.join(sorted(known)) or 'none'}",
+            )
+    domains = s.get("domains", dict, {})
+    for origin, domain in domains.items():
+        if origin not in known or type(domain) is not int or not 0 <= domain < 1 << 32:
+            raise ConfigError(
+                f"binlog_service.domains must map origins of the hub to GTID domains "
+                f"(0 to 4294967295), got {origin} = {domain!r}"
+            )
+    if len(set(domains.values())) != len(domains):
+        raise ConfigError("binlog_service.domains gives two origins the same domain")
+    file_bytes = int(s.get("file_bytes", int, 256 * 1024 * 1024))
+    if not 4096 <= file_bytes <= 1 << 32:
+        raise ConfigError(f"binlog_service.file_bytes must be 4096 to 4 GiB, got {file_bytes}")
+    return BinlogServiceConfig(
+        bind=bind,
+        user=_name(s, "user"),
+        password=password,
+        server_id=server_id,
+        origins=tuple(origins) if origins is not None else None,
+        tables=s.tables("tables"),
+        retain_hours=s.positive("retain_hours", float, 24.0),
+        domains=dict(domains),
+        file_bytes=file_bytes,
+    )
+
+
 def load_hub(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> HubConfig:
+    env = os.environ if env is None else env
     data, base = _read_toml(path)
     _no_unknown_tables(data, _HUB_TABLES)
     if "hub" not in data:
         raise ConfigError("the hub config has no [hub] table", "see docs/config.md")
     s = _Section("hub", data["hub"], base, _HUB_KEYS)
+    routes = _routes(data, base, service="binlog_service" in data)
     return HubConfig(
         name=_name(s, default="hub"),
         bind=_endpoint(s, "bind"),
         data_dir=s.path("data_dir", None) or base,
-        routes=_routes(data, base),
+        routes=routes,
+        binlog_service=_binlog_service(data, base, env, routes),
         security=_security(data, base, hub=True),
         metrics=_metrics(data, base),
         window=s.positive("window", int, 8),

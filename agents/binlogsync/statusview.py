@@ -36,6 +36,38 @@ def _error(t: dict[str, Any]) -> str:
     return f"at {_pos(t['error_position'])}: {t['last_error']}{retry}"
 
 
+def _service(service: dict[str, Any]) -> list[str]:
+    """The binlog service: its files and GTID state, then one line per subscriber."""
+    head = service.get("head") or {}
+    lines = [
+        f"binlog service on {service['bind']} (server_id {service['server_id']}): "
+        f"{service['files']} file(s) from {service.get('first_file') or '-'}, at "
+        f"{head.get('file', '-')}:{head.get('position', '-')}, GTID "
+        f"{service.get('gtid_state') or '(none yet)'}, retain {service['retain_hours']} h"
+    ]
+    for origin in service.get("origins") or []:
+        if origin.get("stalled"):
+            lines.append(f"  {origin['origin']} (domain {origin['domain']}) STOPPED: "
+                         f"{origin['stalled']}")  # fmt: skip
+    subscribers = service.get("subscribers") or []
+    if not subscribers:
+        return [*lines, "  no subscribers"]
+    return lines + _table(
+        [["SUBSCRIBER", "SERVER_ID", "MODE", "POSITION", "LAST GTID", "LAG"]]
+        + [
+            [
+                s["address"],
+                str(s["server_id"]),
+                s["mode"],
+                f"{s['file']}:{s['position']}",
+                s.get("gtid") or "-",
+                f"{s['lag_seconds']:.1f} s",
+            ]
+            for s in subscribers
+        ]
+    )
+
+
 def render(status: dict[str, Any]) -> str:
     now = status.get("time", time.time())
     stamp = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -98,6 +130,9 @@ def render(status: dict[str, Any]) -> str:
             for t in status["targets"]
         ]
     )
+    service = status.get("binlog_service")
+    if service:
+        lines += ["", *_service(service)]
     seeds = status.get("seeds") or []
     if seeds:
         lines.append("")

@@ -159,10 +159,21 @@ class BinlogReader:
         self._state_text = start.gtid or ""
         self._shapes: dict[int, tuple[Any, TableShape]] = {}
         self._routed: dict[tuple[str, str], bool] = {}
+        # Table_map bodies of the tables whose changes this reader yielded, as last handed
+        # out by `take_maps` (the hub's binlog service describes tables with them).
+        self._announced: dict[tuple[str, str], bytes] = {}
+        self._new_maps: list[tuple[str, str, bytes]] = []
 
     @property
     def table_map_hits(self) -> int:
         return self.table_maps.hits
+
+    def take_maps(self) -> list[tuple[str, str, bytes]]:
+        """(schema, table, Table_map body) of the tables whose map is new to this reader or
+        changed (DDL) since the last call: call it after each item `transactions()` yields,
+        and the maps belong with that item (they are in force from it on)."""
+        maps, self._new_maps = self._new_maps, []
+        return maps
 
     # -- public ----------------------------------------------------------------------------
     def stop(self) -> None:
@@ -406,6 +417,13 @@ class BinlogReader:
         return not group.own and group.halt is None and self._is_routed(schema, table)
 
     def _append(self, group: _Group, change: Change, size: int) -> Part | None:
+        name = (change.schema, change.table)
+        body = self.table_maps.current.get(name)
+        if body is not None and self._announced.get(name) != body:
+            if len(self._announced) > _CACHE_LIMIT:
+                self._announced.clear()
+            self._announced[name] = body
+            self._new_maps.append((*name, body))
         group.changes.append(change)
         group.rows += change.row_count
         group.size += size

@@ -7,6 +7,11 @@ installs the parsed table into the library's table map itself, and turns the pac
 event type the library skips. Identical bytes give an identical parse, so this is safe across
 DDL (new table id / new metadata = new bytes) and across rotation.
 
+It also keeps each table's latest Table_map body (`current`: what follows the table id and
+flags, i.e. names, column types, metadata and optional metadata), which the origin agent sends
+to the hub so that the hub's binlog service can describe the table exactly as the origin did
+(docs/binlog-service.md).
+
 This leans on private parts of PyMySQL (`Connection._read_packet`, `_write_bytes`) and of
 python-mysql-replication (`BinLogStreamReader.table_map`, its name-mangled `__use_checksum`):
 pyproject.toml pins both to the minor versions verified here, and `check_library()` verifies
@@ -101,6 +106,8 @@ class TableMapCache:
         self.enabled = enabled
         self.hits = 0  # Table_map events served from the cache (for benchmarks)
         self._tables: dict[bytes, Any] = {}
+        # (schema, table) -> the body of its latest Table_map event in this stream
+        self.current: dict[tuple[str, str], bytes] = {}
         self._stream: Any = None
         self._post_header: Any = None
 
@@ -130,7 +137,8 @@ class TableMapCache:
             return
         if len(self._tables) > _LIMIT:
             self._tables.clear()
-        self._tables[key] = event.get_table()
+        table = self._tables[key] = event.get_table()
+        self._note(table, key)
 
     def _key(self, data: bytes) -> bytes | None:
         checksum = getattr(self._stream, CHECKSUM_ATTRIBUTE, None)
@@ -145,11 +153,20 @@ class TableMapCache:
             return False
         key = self._key(data)
         table = self._tables.get(key) if key is not None else None
-        if table is None:
+        if table is None or key is None:
             return False
         self._stream.table_map[table.table_id] = table
         self.hits += 1
+        self._note(table, key)
         return True
+
+    def _note(self, table: Any, key: bytes) -> None:
+        name = (table.schema, table.table)
+        body = key[8:]  # after the table id (6 bytes) and the flags (2)
+        if self.current.get(name) != body:
+            if len(self.current) > _LIMIT:
+                self.current.clear()
+            self.current[name] = body
 
     def _on_packet(self, packet: MysqlPacket) -> MysqlPacket:
         data = packet.get_all_data()

@@ -56,6 +56,9 @@ class Captured:
     generation: int
     last: Position | None  # the transaction's position; None for a part before the last
     body: bytes
+    # (schema, table, Table_map body) in force from this item on: new to this run or
+    # changed by DDL (BATCH `maps`, for the hub's binlog service)
+    maps: tuple[tuple[str, str, bytes], ...] = ()
 
 
 class Capture(RunLoop):
@@ -106,7 +109,8 @@ class Capture(RunLoop):
                     if len(body) > limit:
                         raise _too_large(item, len(body), role.max_message_bytes, position)
                     last = item.position if isinstance(item, Transaction) else item.end
-                    if not role.put(Captured(self.generation, last, body), self):
+                    maps = tuple(self.reader.take_maps())
+                    if not role.put(Captured(self.generation, last, body, maps), self):
                         return 0
                     if last is not None:
                         position = last
@@ -312,6 +316,7 @@ class OriginRole:
                 break  # Nagle: this partial BATCH goes when the one in flight is acknowledged
             with self._room:
                 bodies: list[bytes] = []
+                maps: list[list[Any]] = []  # [body index, schema, table, Table_map body]
                 size = 0
                 last = self.shipped
                 while self.outbox and len(bodies) < self.config.batch_transactions:
@@ -321,6 +326,7 @@ class OriginRole:
                     self.outbox.popleft()
                     self.outbox_bytes -= len(item.body)
                     if item.generation == self.generation:
+                        maps.extend([len(bodies), *m] for m in item.maps)
                         bodies.append(item.body)
                         size += len(item.body)
                         last = item.last or last
@@ -329,8 +335,10 @@ class OriginRole:
                 break
             seq = self.next_seq
             self.next_seq += 1
-            header = {"origin": self.name, "seq": seq, "after": self.shipped}
-            if not link.send(frames.BATCH, header, bodies):
+            batch: dict[str, Any] = {"origin": self.name, "seq": seq, "after": self.shipped}
+            if maps:
+                batch["maps"] = maps
+            if not link.send(frames.BATCH, batch, bodies):
                 # No connection: what was taken is read again after the next WELCOME; until
                 # then nothing later may go out, or the hub would see a gap.
                 self.stalled = True

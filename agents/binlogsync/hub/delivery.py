@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ..codec import pack, unpack
 from ..config import HubConfig
@@ -42,6 +42,16 @@ from .seeds import SeedRecords
 log = logging.getLogger("binlogsync.hub")
 
 Send = Callable[[bytes, bytes, dict[str, Any], Sequence[bytes]], bool]
+
+
+class Retention(Protocol):
+    """Who else keeps the log (the binlog service: binlogservice/service.py)."""
+
+    def serves(self, origin: str) -> bool: ...
+
+    def compaction_bound(self, origin: str) -> Position | None: ...
+
+
 DELIVER_BYTES = 8 * 1024 * 1024
 _FRAME_ROOM = 64 * 1024  # header and frames around the bodies
 
@@ -56,9 +66,11 @@ class Delivery:
         metrics: HubMetrics,
         send: Send,
         origins: Origins,
+        retention: Retention | None = None,
     ) -> None:
         self.config, self.log, self.router, self.hosts = config, store, router, hosts
         self.metrics, self.send, self.origins = metrics, send, origins
+        self.retention = retention
         self.cursors: dict[tuple[str, str], Cursor] = {}
         self.reported: set[tuple[str, str]] = set()  # cursors whose target reported to this log
         for route in config.routes:
@@ -472,8 +484,15 @@ class Delivery:
                 below = min(lowest.applied, head)
             elif every and all(c.blocked_by == "detached" for c in every):
                 below = head  # nobody is to be sent anything: only a reseed brings one back
+            elif not every and self.retention is not None and self.retention.serves(origin):
+                below = head  # no target: the binlog service alone keeps it (below)
             else:
                 continue
+            if self.retention is not None and self.retention.serves(origin):
+                held = self.retention.compaction_bound(origin)
+                if held is None:
+                    continue  # nothing the service indexed is old enough yet
+                below = min(below, held)
             now = time.monotonic()
             holds = [c.seed_hold for c in every if c.seed_hold and c.seed_hold_until > now]
             dropped, done = self.log.compact(origin, min([below, *holds]))

@@ -41,6 +41,7 @@ from ..position import Position, comparable
 from ..transport import frames
 from .hosts import Host, Hosts
 from .log import Entry, HubLog, StagedPart
+from .tablemaps import Fact, TableMaps, facts
 
 log = logging.getLogger("binlogsync.hub")
 
@@ -58,6 +59,7 @@ class Pending:
     identity: bytes
     seq: int
     items: list[Entry | StagedPart] = field(default_factory=list)
+    maps: list[Fact] = field(default_factory=list)  # Table_maps it carries (tablemaps.py)
 
 
 @dataclass
@@ -81,6 +83,7 @@ class Origins:
     ) -> None:
         self.config, self.log, self.hosts, self.metrics = config, store, hosts, metrics
         self.send, self.kick = send, kick
+        self.table_maps = TableMaps(store.db)
         self.names = sorted({r.origin for r in config.routes})
         self.targets = {
             n: sorted({t for r in config.routes if r.origin == n for t in r.targets})
@@ -284,6 +287,10 @@ class Origins:
             batch.items.append(
                 StagedPart(item.begin.key, item.number, body, item.end, item.timestamp, item.tables)
             )
+        batch.maps = facts(
+            header,
+            [i.position.key if isinstance(i, Entry) else i.begin_key + 1 for i in batch.items],
+        )
         self.waiting.setdefault(host.name, []).append(batch)
         if end is not None:
             self._waiting_end[host.name] = end
@@ -305,6 +312,7 @@ class Origins:
         self._waiting_items.pop(name, None)
         self._waiting_end.pop(name, None)
         items = [i for p in pending for i in p.items]
+        self.table_maps.add(name, (m for p in pending for m in p.maps))
         try:
             head, fresh = self.log.append(name, items)
         except ValueError as exc:

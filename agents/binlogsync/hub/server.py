@@ -12,6 +12,10 @@ unacknowledged batches. The work itself lives beside this module:
     repairs.py   REPAIR through the hub
     status.py    what `binlogsync status` shows
     log.py       the durable store (SQLite)
+
+With [binlog_service] the hub also runs the binlog service (binlogservice/) on its own
+threads: it reads the log on its own connections; the hub wakes it after each commit and asks
+it how far compaction may go.
 """
 
 from __future__ import annotations
@@ -60,9 +64,21 @@ class Hub(RunLoop):
         self.hosts = Hosts(self.router.hosts())
         self.access = Access(config.security.enabled)
         self.origins = Origins(config, self.log, self.hosts, self.metrics, self._send, self._kick)
+        self.service = None
+        if config.binlog_service is not None:
+            from ..binlogservice import BinlogService
+
+            served = config.binlog_service.origins or tuple(self.origins.names)
+            self.service = BinlogService(
+                config.binlog_service,
+                config.data_dir,
+                list(served),
+                lambda: self.origins.table_maps.version,
+            )
         self.delivery = Delivery(
-            config, self.log, self.router, self.hosts, self.metrics, self._send, self.origins
-        )
+            config, self.log, self.router, self.hosts, self.metrics, self._send, self.origins,
+            self.service,
+        )  # fmt: skip
         self.bound_endpoint = ""
         self._sock: zmq.Socket[bytes] | None = None
 
@@ -101,12 +117,16 @@ class Hub(RunLoop):
             partial.write_text(self.bound_endpoint + "\n")
             partial.replace(self.config.data_dir / "endpoint")
             http = serve(self.config.metrics, self.metrics.registry)
+            if self.service is not None:
+                self.service.start()
             monitor = sock.get_monitor_socket(_HANDSHAKE_EVENTS)
             self._announce()
             self._sock = sock
             self._loop(sock, monitor)
         finally:
             self._sock = None
+            if self.service is not None:
+                self.service.stop()
             self.delivery.flush()
             if monitor is not None:
                 sock.disable_monitor()
@@ -241,6 +261,8 @@ class Hub(RunLoop):
         for origin in self.origins.due(time.monotonic()):
             self.origins.store(origin)
             touched.update((t, origin) for t in self.router.targets_of(origin))
+            if self.service is not None:
+                self.service.wake()
         for target, origin in sorted(touched):
             self.delivery.pump(target, origin)
 
@@ -394,7 +416,7 @@ class Hub(RunLoop):
             self.metrics.blocked.labels(target, origin).set(1 if cursor.blocked else 0)
 
     def status(self, detail: bool = False) -> dict[str, Any]:
-        return status.build(
+        result = status.build(
             self.config.name,
             self.started,
             self.log,
@@ -403,3 +425,6 @@ class Hub(RunLoop):
             self.delivery,
             detail,
         )
+        if self.service is not None:
+            result["binlog_service"] = self.service.status()
+        return result

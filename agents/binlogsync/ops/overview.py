@@ -42,6 +42,8 @@ def build_offline(state_dir: Path) -> dict[str, Any]:
         "hub_error": None,
         "hosts": [],
         "pairs": [],
+        "subscribers": [],
+        "binlog_service": None,
         "reconcile": last_reconciles(state_dir),
         "retention": state.read(state_dir / state.RETENTION),
         "timing": latest_timing(state_dir),
@@ -73,7 +75,31 @@ def from_status(status: dict[str, Any]) -> dict[str, Any]:
         }
         for t in status.get("targets", ())
     ]
-    return {"hub": status.get("hub"), "time": status.get("time"), "hosts": hosts, "pairs": pairs}
+    service = status.get("binlog_service")
+    subscribers = [
+        {
+            "server_id": s["server_id"],
+            "address": s["address"],
+            "mode": s["mode"],
+            "position": f"{s['file']}:{s['position']}",
+            "gtid": s.get("gtid") or None,
+            "lag_seconds": s.get("lag_seconds", 0.0),
+        }
+        for s in (service or {}).get("subscribers", ())
+    ]
+    summary = (
+        {k: service.get(k) for k in ("bind", "server_id", "files", "gtid_state", "retain_hours")}
+        if service
+        else None
+    )
+    return {
+        "hub": status.get("hub"),
+        "time": status.get("time"),
+        "hosts": hosts,
+        "pairs": pairs,
+        "subscribers": subscribers,
+        "binlog_service": summary,
+    }
 
 
 def last_reconciles(state_dir: Path) -> list[dict[str, Any]]:

@@ -82,6 +82,7 @@ OPTIONAL: dict[bytes, dict[str, str]] = {
     DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM, "seed": _BOOL, "reset": _BOOL},
     REPAIR: {"seed": _MAP},
     FAILED: {"seq": _INT, "repair": _BOOL, "resend": _BOOL},
+    BATCH: {"maps": _LIST},  # Table_map bodies for the binlog service (hub/tablemaps.py)
 }
 KINDS = frozenset(SCHEMAS)
 _WITH_BODIES = frozenset({BATCH, DELIVER, REPAIR})

@@ -411,7 +411,7 @@ def mysql_encrypted(conn: Any) -> bool:
 
 
 def open_libpq(
-    connect: Any, tls: TlsSettings, server: str, host: str, *args: Any, **kwargs: Any
+    connect: Any, tls: TlsSettings, server: str, peer: str, *args: Any, **kwargs: Any
 ) -> Any:
     """`connect(*args, **kwargs)` (psycopg's) with `tls`'s libpq parameters, which override
     the same ones in a URL; a TLS failure is a TlsError, and a cleartext connection is
@@ -419,7 +419,7 @@ def open_libpq(
     try:
         conn = connect(*args, **kwargs, **libpq_args(tls))
     except Exception as exc:
-        failed = failure(exc, tls, server, host)
+        failed = failure(exc, tls, server, peer)
         if failed is not None:
             raise failed from exc
         raise

@@ -147,10 +147,10 @@ def server(db: DatabaseSettings) -> str:
 
 
 def open_connection(
-    db: DatabaseSettings, factory: Any = pymysql.connections.Connection, **kwargs: Any
+    db: DatabaseSettings, factory: Any = pymysql.connections.Connection, /, **kwargs: Any
 ) -> Connection:
     """A PyMySQL connection (made by `factory`, a Connection class) with `db`'s server, user
-    and TLS. TLS failures are TlsError; any other failure is PyMySQL's own exception, for the
+    and TLS (`kwargs` may name a database: `db` and `factory` are positional only). TLS failures are TlsError; any other failure is PyMySQL's own exception, for the
     caller to translate. `preferred` with certificate files, against a server without TLS,
     connects again in cleartext (PyMySQL refuses the first: a context means required)."""
     args = {**db.connect_args(), **kwargs}

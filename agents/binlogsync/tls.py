@@ -479,6 +479,8 @@ def failure(exc: BaseException, tls: TlsSettings, server: str, host: str = "") -
             f"without encryption), and {tls.mode_text}",
             f"set {tls.name('ssl_mode')} = verify-full (with {tls.name('ssl_ca')}) or require",
         )
+    if "requires a valid client certificate" in low:  # PostgreSQL's clientcert=verify-*
+        return _handshake_failed(tls, server, _ssl_line(text))
     if "ssl error" in low or "ssl syscall error" in low or "tlsv1 alert" in low:
         return _handshake_failed(tls, server, _ssl_line(text))
     return None

@@ -82,19 +82,28 @@ def _tls_failure(exc: redis.RedisError, url: str, tls: TlsSettings) -> Exception
     return tls_settings.failure(exc, tls, f"Redis at {host}:{parts.port or 6379}", host)
 
 
+def _unreachable_fix(url: str) -> str:
+    if url.startswith("rediss://"):  # a cleartext server never answers the TLS hello
+        return (
+            "is redis-server running, is target.url right, and does the server speak TLS on "
+            "that port (--tls-port)?"
+        )
+    return "is redis-server running, and is target.url right?"
+
+
 def checkpoints(
-    url: str, password: str = "", tls: TlsSettings = tls_settings.DEFAULT
+    url: str, password: str = "", tls: TlsSettings = tls_settings.DEFAULT, timeout: float = 10
 ) -> dict[str, dict[str, object]]:
     """Every origin's checkpoint on the Redis target, as HELLO carries them."""
     try:
-        with client(url, password, tls, socket_timeout=10) as connection:
+        with client(url, password, tls, socket_timeout=timeout) as connection:
             raw = connection.hgetall(CHECKPOINT)
     except redis.RedisError as exc:
         failed = _tls_failure(exc, url, tls)
         if failed is not None:
             raise failed from exc
         raise UnreachableError(
-            f"the Redis target {url} cannot be read: {exc}", "is redis-server running?"
+            f"the Redis target {url} cannot be read: {exc}", _unreachable_fix(url)
         ) from exc
     out: dict[str, dict[str, object]] = {}
     for origin, value in raw.items():
@@ -168,7 +177,7 @@ class RedisStore:
                 raise failed from exc
             raise UnreachableError(
                 f"the Redis target {self.url} cannot be reached while {doing}: {exc}",
-                "is redis-server running, and is target.url right?",
+                _unreachable_fix(self.url),
             ) from exc
         except redis.RedisError as exc:
             raise ApplyError(f"Redis refused {doing}: {exc}") from exc

@@ -115,6 +115,8 @@ class TableMapCache:
             if db is None:
                 conn = _CachingConnection(**kwargs)
             else:
+                if "db" in kwargs:  # the library's control session; PyMySQL calls it database
+                    kwargs["database"] = kwargs.pop("db")
                 conn = mysql.open_connection(db, _CachingConnection, **kwargs)
             conn.binlog_hook = self._on_packet
             return conn

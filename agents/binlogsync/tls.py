@@ -280,6 +280,12 @@ def for_redis(
     clean = parts._replace(query=rest).geturl()
     merged = {**{k: v for k, v in values.items() if k in KEYS}, **from_url}
     tls_scheme = parts.scheme == "rediss"
+    asked = sorted(k for k, v in merged.items() if not (k == "ssl_mode" and v == "disabled"))
+    if not tls_scheme and asked:
+        raise ConfigError(
+            f"{where.format(asked[0])} asks for TLS, and the URL is redis://",
+            "write the URL as rediss://host:port/db to use TLS",
+        )
     default = "verify_identity" if tls_scheme else "disabled"
     tls = from_values(merged, where, base, default_mode=default, checked=checked)
     if tls_scheme and tls.mode in ("disabled", "preferred"):
@@ -287,12 +293,6 @@ def for_redis(
             f"{tls.mode_text} does not fit a rediss:// URL: Redis does not negotiate TLS, "
             "so a rediss:// server always speaks it",
             "use redis:// for cleartext, or ssl_mode required, verify_ca or verify_identity",
-        )
-    if not tls_scheme and tls.mode != "disabled":
-        raise ConfigError(
-            f"{tls.mode_text if 'ssl_mode' in merged else where.format('ssl_*')} asks for TLS, "
-            "and the URL is redis://",
-            "write the URL as rediss://host:port/db to use TLS",
         )
     return clean, tls
 

@@ -5,8 +5,8 @@ PostgreSQL refuses to run as root, so as root it runs as `nobody` (its folder ha
 With `tls` (a server certificate and its CA, devsite/certs.py) it runs with `ssl = on`, and
 pg_hba.conf has only `hostssl` lines: TCP without TLS is refused. `client_certs` makes it
 also demand a client certificate signed by that CA whose name is the user (`clientcert =
-verify-full`). Its own connections (`connect`, the start-up wait) use TLS checked against
-the CA."""
+verify-full`). Its own connections (`connect`, the start-up wait) then go through the socket
+in its folder, which needs no certificate."""
 
 from __future__ import annotations
 
@@ -54,13 +54,9 @@ class PgServer:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
 
     def _own_tls(self) -> dict[str, Any]:
-        """libpq parameters of the sandbox's own connections."""
-        if self.tls is None:
-            return {}
-        out: dict[str, Any] = {"sslmode": "verify-full", "sslrootcert": str(self.ca)}
-        if self.client_certs is not None:
-            out |= {"sslcert": str(self.client_certs.cert), "sslkey": str(self.client_certs.key)}
-        return out
+        """libpq parameters of the sandbox's own connections: with TLS on, the socket (a
+        `local` line), so that they need no client certificate."""
+        return {} if self.tls is None else {"host": str(self.root)}
 
     def _configure_tls(self) -> None:
         """Certificate files in the data folder (the server's user must own its key), ssl on,

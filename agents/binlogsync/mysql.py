@@ -10,7 +10,7 @@ one table of server error codes (`KINDS`):
     purged        a binlog position the server no longer has (1236)
     missing_table, missing_column, no_default, value, constraint, transient, too_large
 
-TLS (tls.py) is added here to every connection, the binlog stream's included (`open`):
+TLS (tls.py) is added here to every connection, the binlog stream's included (`open_connection`):
 a handshake that fails, or a server without TLS where the settings require it, is a TlsError
 naming the setting and the file, never an "unreachable" retried forever.
 
@@ -93,9 +93,6 @@ def translate(
     """`exc` as one of our errors, naming the server, what we were doing, and the fix."""
     where = f"{db.host}:{db.port}"
     kind, text = kind_of(exc), text_of(exc)
-    failed = tls.failure(exc, db.tls, server(db), db.host)
-    if failed is not None:
-        return failed
     if kind == "unreachable":
         return UnreachableError(
             f"{doing}: cannot reach MySQL/MariaDB at {where}: {text}",

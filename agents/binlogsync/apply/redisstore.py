@@ -76,7 +76,15 @@ def client(url: str, password: str, tls: TlsSettings, **kwargs: Any) -> redis.Re
     )
 
 
-def _tls_failure(exc: redis.RedisError, url: str, tls: TlsSettings) -> Exception | None:
+def _tls_failure(
+    exc: redis.RedisError, url: str, tls: TlsSettings, first: bool
+) -> Exception | None:
+    """The TlsError a failed command stands for, if any. redis-py connects at a command, and
+    a server that refuses our client certificate says so only at the first write after the
+    handshake: every failure of a client's `first` command is read as TLS may explain it;
+    later, only a failed connect ("Error … connecting to host:port"), not a lost connection."""
+    if not first and "connecting to" not in str(exc):
+        return None
     parts = urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     return tls_settings.failure(exc, tls, f"Redis at {host}:{parts.port or 6379}", host)
@@ -99,7 +107,7 @@ def checkpoints(
         with client(url, password, tls, socket_timeout=timeout) as connection:
             raw = connection.hgetall(CHECKPOINT)
     except redis.RedisError as exc:
-        failed = _tls_failure(exc, url, tls)
+        failed = _tls_failure(exc, url, tls, first=True)
         if failed is not None:
             raise failed from exc
         raise UnreachableError(
@@ -127,6 +135,7 @@ class RedisStore:
         self.origin, self.epoch = origin, epoch
         self.url, self.key_pattern, self.ttl, self.tls = url, key_pattern, ttl, tls
         self.client = client(url, password, tls, socket_timeout=30)
+        self._answered = False  # no command has succeeded yet (see _tls_failure)
         self.tables: dict[str, TableDef] = {}
         self._checkpoint: Position | None = None
         self._known = False
@@ -170,9 +179,11 @@ class RedisStore:
     # -- writing ------------------------------------------------------------------------------
     def _call(self, what: Any, doing: str) -> Any:
         try:
-            return what()
+            result = what()
+            self._answered = True
+            return result
         except redis.ConnectionError as exc:
-            failed = _tls_failure(exc, self.url, self.tls)
+            failed = _tls_failure(exc, self.url, self.tls, first=not self._answered)
             if failed is not None:
                 raise failed from exc
             raise UnreachableError(

@@ -76,7 +76,7 @@ def parse_url(
         raise ConfigError(f"database URL {_safe(text)!r} has {twice[0]} more than once")
     settings = tls.from_values(
         {k: v[0] for k, v in query.items() if k in tls_keys},
-        "{} in the URL " + _safe(text).split("?")[0],
+        "{} in the URL " + _safe(text).split("?")[0].replace("{", "{{").replace("}", "}}"),
         libpq=is_pg,
     )
     if "password_env" in query and "password_file" in query:

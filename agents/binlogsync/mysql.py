@@ -183,15 +183,18 @@ def connect(
     **extra: Any,
 ) -> Connection:
     """A PyMySQL connection to `db` (utf8mb4); failures are our errors, naming `doing`."""
-    with errors(db, doing, refused, grants):
-        return open_connection(
-            db,
-            charset="utf8mb4",
-            autocommit=autocommit,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            **extra,
-        )
+    try:
+        with errors(db, doing, refused, grants):
+            return open_connection(
+                db,
+                charset="utf8mb4",
+                autocommit=autocommit,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                **extra,
+            )
+    except TlsError as exc:
+        raise TlsError(f"{doing}: {exc.message}", exc.fix) from exc
 
 
 def close(conn: Any) -> None:

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import tls as tls_settings
 from .errors import ConfigError
 from .tables import TableFilter
+from .tls import TlsSettings
 
 _MISSING = object()
 
@@ -47,8 +49,10 @@ MIN_MESSAGE_BYTES = 1 << 20
 MAX_MESSAGE_BYTES = 1 << 30
 _CLIENT_KEYS = ("name", "hub", "heartbeat_interval", "heartbeat_liveness", "max_message_bytes")
 _DATABASE_KEYS = ("host", "port", "user", "password", "password_file", "password_env")
+_TLS_KEYS = tls_settings.KEYS  # ssl_mode, ssl_ca, ssl_cert, ssl_key (docs/tls.md)
 _ORIGIN_KEYS = (
     *_DATABASE_KEYS,
+    *_TLS_KEYS,
     "server_id",
     "tables",
     "start",
@@ -59,6 +63,7 @@ _ORIGIN_KEYS = (
 )
 _TARGET_KEYS = (
     *_DATABASE_KEYS,
+    *_TLS_KEYS,
     "kind",
     "path",
     "rotate_bytes",
@@ -231,9 +236,18 @@ class DatabaseSettings:
     port: int = 3306
     user: str = "root"
     password: str = field(default="", repr=False)
+    # TLS to this server (tls.py); keyword-only, so positional construction stays as it was.
+    tls: TlsSettings = field(default=TlsSettings(), kw_only=True)
 
     def connect_args(self) -> dict[str, Any]:
-        return {"host": self.host, "port": self.port, "user": self.user, "password": self.password}
+        """PyMySQL's arguments: the server, the user, and TLS."""
+        return {
+            "host": self.host,
+            "port": self.port,
+            "user": self.user,
+            "password": self.password,
+            **tls_settings.pymysql_args(self.tls),
+        }
 
     def __str__(self) -> str:
         return f"{self.user}@{self.host}:{self.port}"
@@ -483,13 +497,54 @@ def _metrics(data: dict[str, Any], base: Path) -> Metrics:
     return Metrics(s.get("host", str, "127.0.0.1"), s.port("port", 0, allow_zero=True))
 
 
-def _database(s: _Section, env: Mapping[str, str], secrets: bool) -> DatabaseSettings:
+def _database(
+    s: _Section, env: Mapping[str, str], secrets: bool, tls: TlsSettings | None = None
+) -> DatabaseSettings:
+    """A MySQL/MariaDB server from its section; TLS from the section's ssl_* keys unless the
+    caller read it elsewhere (`tls`: a target's URL)."""
     return DatabaseSettings(
         host=s.get("host", str, "127.0.0.1"),
         port=s.port("port", 3306),
         user=s.get("user", str, "root"),
         password=s.secret("password", env, read=secrets),
+        tls=_tls(s, secrets) if tls is None else tls,
     )
+
+
+def _tls(s: _Section, secrets: bool) -> TlsSettings:
+    """The section's ssl_* keys. With `secrets=False` (tools that only talk to the hub) the
+    files are not read: they may not be at hand where such a tool runs."""
+    return tls_settings.from_values(s.data, f"{s.name}.{{}}", s.base, checked=secrets)
+
+
+def _target_tls(s: _Section, kind: str, url: str, secrets: bool) -> tuple[str, TlsSettings | None]:
+    """A target's URL and TLS: a PostgreSQL target's in its URL with libpq's names, a Redis
+    target's from the scheme and the ssl_* keys (beside the URL or in it); None: from the
+    section (a MySQL target)."""
+    if kind == "postgresql":
+        given = [k for k in _TLS_KEYS if k in s.data]
+        if given:
+            raise ConfigError(
+                f"target.{given[0]} is for MySQL and Redis targets; a PostgreSQL target takes "
+                "TLS in its URL with libpq's names",
+                'write url = "postgresql://user@host:5432/db?sslmode=verify-full&sslrootcert='
+                '/path/ca.pem" (sslcert, sslkey for a client certificate)',
+            )
+        from urllib.parse import parse_qsl, urlsplit
+
+        query = dict(parse_qsl(urlsplit(url).query))
+        return url, tls_settings.from_values(
+            query, "{} in target.url", s.base, libpq=True, checked=secrets
+        )
+    if kind == "redis":
+        return tls_settings.for_redis(url, s.data, "target.{}", s.base, checked=secrets)
+    if kind == "auditlog":
+        given = [k for k in _TLS_KEYS if k in s.data]
+        if given:
+            raise ConfigError(f"target.{given[0]} is for database targets; this one is an audit log",
+                              "remove it")  # fmt: skip
+        return url, tls_settings.DISABLED
+    return url, None
 
 
 def _candidates(s: _Section, env: Mapping[str, str], secrets: bool) -> tuple[DatabaseSettings, ...]:
@@ -511,7 +566,7 @@ def _candidates(s: _Section, env: Mapping[str, str], secrets: bool) -> tuple[Dat
                 "list each other server once; origin.host/port is the first candidate already",
             )
         seen.add((host, int(port)))
-        out.append(DatabaseSettings(host, int(port), main.user, main.password))
+        out.append(DatabaseSettings(host, int(port), main.user, main.password, tls=main.tls))
     return tuple(out)
 
 
@@ -692,8 +747,11 @@ def load_client(
                 f"target.apply_schema_changes must be one of {', '.join(SCHEMA_CHANGE_MODES)}, "
                 f"got {schema_changes!r}"
             )
+        url, target_tls = _target_tls(
+            t, kind, t.get("url", str, _DEFAULT_URLS.get(kind, "")), secrets
+        )
         target = TargetConfig(
-            database=_database(t, env, secrets),
+            database=_database(t, env, secrets, target_tls),
             group_transactions=t.positive("group_transactions", int, 2000),
             retry_initial=t.positive("retry_initial", float, 0.5),
             retry_max=t.positive("retry_max", float, 30.0),
@@ -701,7 +759,7 @@ def load_client(
             kind=kind,
             path=t.path("path") if kind == "auditlog" else None,
             rotate_bytes=t.positive("rotate_bytes", int, 64 * 1024 * 1024),
-            url=t.get("url", str, _DEFAULT_URLS.get(kind, "")),
+            url=url,
             create_tables=t.get("create_tables", bool, False),
             key_pattern=key_pattern,
             ttl=t.positive("ttl", int, 1) if "ttl" in data["target"] else 0,

@@ -2,7 +2,8 @@
 
     BinlogsyncError                 base; .fix says what the user should change
     ├── ConfigError                 fatal: a setting is missing or wrong (names the key)   exit 2
-    │   └── UsageError              fatal: the command line is wrong                       exit 2
+    │   ├── UsageError              fatal: the command line is wrong                       exit 2
+    │   └── TlsError                fatal: TLS to a database failed (names setting, file)  exit 2
     ├── PreflightError              fatal: the MySQL server is not set up for capture      exit 2
     ├── CaptureHalted               capture stopped at a position it must not pass alone
     ├── SandboxError                fatal: a throwaway server could not start or stop (dev)
@@ -58,6 +59,12 @@ class ConfigError(BinlogsyncError):
 
 class UsageError(ConfigError):
     """The command line asks for something that cannot be done as written."""
+
+
+class TlsError(ConfigError):
+    """TLS to a database cannot work as configured: a certificate the CA did not sign, a
+    server without TLS under `required`, a client certificate the server refuses (tls.py).
+    Not retried as "unreachable": the settings or the server must change."""
 
 
 class PreflightError(BinlogsyncError):

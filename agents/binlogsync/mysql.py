@@ -10,6 +10,10 @@ one table of server error codes (`KINDS`):
     purged        a binlog position the server no longer has (1236)
     missing_table, missing_column, no_default, value, constraint, transient, too_large
 
+TLS (tls.py) is added here to every connection, the binlog stream's included (`open_connection`):
+a handshake that fails, or a server without TLS where the settings require it, is a TlsError
+naming the setting and the file, never an "unreachable" retried forever.
+
 `errors(db, doing)` is the context manager that callers wrap their statements in; `translate`
 is the same mapping for callers that need the error object. Unreachable servers are
 `UnreachableError` (retryable); the rest is `refused`, a class the caller chooses
@@ -24,8 +28,9 @@ from typing import Any, Final, TypeAlias
 
 import pymysql
 
+from . import tls
 from .config import DatabaseSettings
-from .errors import BinlogsyncError, DatabaseError, UnreachableError
+from .errors import BinlogsyncError, DatabaseError, TlsError, UnreachableError
 
 _GROUPS: Final[dict[str, frozenset[int]]] = {
     "unreachable": frozenset(
@@ -97,7 +102,8 @@ def translate(
     if kind == "access":
         error = refused(
             f"{doing}: access denied for user {db.user!r} at {where}: {text}",
-            "check the user and password in the config (password_file or password_env)",
+            "check the user and password in the config (password_file or password_env)"
+            + tls.cleartext_refused_hint(db.tls),
         )
     elif kind == "privilege":
         error = refused(
@@ -132,6 +138,39 @@ def errors(
         raise translate(exc, db, doing, refused, grants) from exc
 
 
+def server(db: DatabaseSettings) -> str:
+    """How messages name the server."""
+    return f"MySQL/MariaDB at {db.host}:{db.port}"
+
+
+def open_connection(
+    db: DatabaseSettings, factory: Any = pymysql.connections.Connection, /, **kwargs: Any
+) -> Connection:
+    """A PyMySQL connection (made by `factory`, a Connection class) with `db`'s server, user
+    and TLS (`kwargs` may name a database: `db` and `factory` are positional only). TLS failures are TlsError; any other failure is PyMySQL's own exception, for the
+    caller to translate. `preferred` with certificate files, against a server without TLS,
+    connects again in cleartext (PyMySQL refuses the first: a context means required)."""
+    args = {**db.connect_args(), **kwargs}
+    try:
+        try:
+            conn = factory(**args)
+        except pymysql.err.OperationalError as exc:
+            if db.tls.mode != "preferred" or "ssl" not in args or code_of(exc) != 2026:
+                raise
+            conn = factory(**{**args, "ssl": None, "ssl_disabled": True})
+    except (pymysql.err.MySQLError, OSError) as exc:
+        failed = tls.failure(exc, db.tls, server(db), db.host)
+        if failed is not None:
+            raise failed from exc
+        raise
+    try:
+        tls.cleartext(db.tls, server(db), tls.mysql_encrypted(conn))
+    except TlsError:
+        close(conn)
+        raise
+    return conn
+
+
 def connect(
     db: DatabaseSettings,
     doing: str,
@@ -144,15 +183,18 @@ def connect(
     **extra: Any,
 ) -> Connection:
     """A PyMySQL connection to `db` (utf8mb4); failures are our errors, naming `doing`."""
-    with errors(db, doing, refused, grants):
-        return pymysql.connect(
-            **db.connect_args(),
-            charset="utf8mb4",
-            autocommit=autocommit,
-            connect_timeout=connect_timeout,
-            read_timeout=read_timeout,
-            **extra,
-        )
+    try:
+        with errors(db, doing, refused, grants):
+            return open_connection(
+                db,
+                charset="utf8mb4",
+                autocommit=autocommit,
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                **extra,
+            )
+    except TlsError as exc:
+        raise TlsError(f"{doing}: {exc.message}", exc.fix) from exc
 
 
 def close(conn: Any) -> None:

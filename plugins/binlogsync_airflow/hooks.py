@@ -12,7 +12,9 @@ The hook talks to the hub's admin socket through the library, never by shelling 
 Each host's database is the connection `binlogsync_db_<HOST>` (any MySQL-style connection:
 host, port, login, password; a PostgreSQL target's is a `postgres` connection whose schema is
 the database); an origin's native replicas, for retention, are listed in its
-extra as `{"replicas": ["conn_id", …]}`. Results the jobs keep for the UI page go to the
+extra as `{"replicas": ["conn_id", …]}`. TLS to a database is in its connection's extra
+(docs/tls.md): `ssl_mode`, `ssl_ca`, `ssl_cert`, `ssl_key` for MySQL/MariaDB, libpq's
+`sslmode`, `sslrootcert`, `sslcert`, `sslkey` for PostgreSQL (the postgres provider's names). Results the jobs keep for the UI page go to the
 state folder: `[binlogsync] state_dir` in airflow.cfg (`AIRFLOW__BINLOGSYNC__STATE_DIR`),
 by default `$AIRFLOW_HOME/binlogsync`.
 """
@@ -34,6 +36,7 @@ from binlogsync.config import (
 )
 from binlogsync.errors import ConfigError
 from binlogsync.hubcommands import detach, fetch_status
+from binlogsync.tls import TlsSettings, from_values
 
 DEFAULT_PORT = 5555
 DATABASE_CONN_PREFIX = "binlogsync_db_"
@@ -136,12 +139,14 @@ class BinlogsyncHook(BaseHook):
                 user=conn.login or "postgres",
                 password=conn.password or "",
                 database=conn.schema or "postgres",
+                tls=_tls(conn_id, conn.extra_dejson, libpq=True),
             )
         return DatabaseSettings(
             host=conn.host or "127.0.0.1",
             port=int(conn.port or 3306),
             user=conn.login or "root",
             password=conn.password or "",
+            tls=_tls(conn_id, conn.extra_dejson),
         )
 
     @staticmethod
@@ -159,7 +164,23 @@ class BinlogsyncHook(BaseHook):
             c = BaseHook.get_connection(str(name))
             out.append(
                 DatabaseSettings(
-                    c.host or "127.0.0.1", int(c.port or 3306), c.login or "root", c.password or ""
+                    c.host or "127.0.0.1",
+                    int(c.port or 3306),
+                    c.login or "root",
+                    c.password or "",
+                    tls=_tls(str(name), c.extra_dejson),
                 )
             )
         return tuple(out)
+
+
+def _tls(conn_id: str, extra: dict[str, Any], libpq: bool = False) -> TlsSettings:
+    """TLS from a connection's extra, its files checked now (ConfigError names the key)."""
+    if not libpq and "ssl" in extra:
+        raise ConfigError(
+            f"the extra of Airflow connection {conn_id} has 'ssl' (the MySQL provider's form), "
+            "which binlogsync does not read",
+            'write {"ssl_mode": "verify_identity", "ssl_ca": "/path/ca.pem"} (and ssl_cert, '
+            "ssl_key for a client certificate)",
+        )
+    return from_values(extra, f"extra {{}} of Airflow connection {conn_id}", libpq=libpq)

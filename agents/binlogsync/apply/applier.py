@@ -726,8 +726,8 @@ class Applier:
     def _open(self) -> Any:
         self._doing = "connecting"
         try:
-            conn = pymysql.connect(
-                **self.db.connect_args(),
+            conn = mysql.open_connection(
+                self.db,
                 charset="utf8mb4",
                 autocommit=False,
                 connect_timeout=self.connect_timeout,

@@ -22,14 +22,17 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
 from psycopg import sql
 
+from .. import tls as tls_settings
 from ..errors import ApplyError, MissingTableError, SchemaMismatchError, UnreachableError
 from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tabledef import TableDef
+from ..tls import TlsSettings
 from .store import HeldParts, plan_group, repair_checkpoint
 
 SETUP = (
@@ -82,10 +85,24 @@ def pg_type(column: Any) -> str:
     raise ApplyError(f"no PostgreSQL type for MySQL type {t}")
 
 
-def checkpoints(url: str, password: str = "") -> dict[str, dict[str, object]]:
+def connect(url: str, password: str, tls: TlsSettings, **kwargs: Any) -> psycopg.Connection[Any]:
+    """A session on the target `url` with TLS as `tls` says (its libpq parameters override
+    the URL's); TLS failures are TlsError (tls.py)."""
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    server = f"PostgreSQL at {host}:{parts.port or 5432}"
+    conn: psycopg.Connection[Any] = tls_settings.open_libpq(
+        psycopg.connect, tls, server, host, url, password=password or None, **kwargs
+    )
+    return conn
+
+
+def checkpoints(
+    url: str, password: str = "", tls: TlsSettings = tls_settings.DEFAULT
+) -> dict[str, dict[str, object]]:
     """Every origin's checkpoint on the PostgreSQL target, as HELLO carries them."""
     try:
-        with psycopg.connect(url, password=password or None, connect_timeout=10) as conn:
+        with connect(url, password, tls, connect_timeout=10) as conn:
             exists = conn.execute("SELECT to_regclass('binlogsync.checkpoint')").fetchone()
             if not exists or exists[0] is None:
                 return {}
@@ -96,9 +113,14 @@ def checkpoints(url: str, password: str = "") -> dict[str, dict[str, object]]:
             }
     except psycopg.Error as exc:
         raise UnreachableError(
-            f"the PostgreSQL target {url.split('@')[-1]} cannot be read: {exc}",
+            f"the PostgreSQL target {_safe(url)} cannot be read: {exc}",
             "is the server up, and are target.url and its password right?",
         ) from exc
+
+
+def _safe(url: str) -> str:
+    """The URL without user, password and options, for messages."""
+    return url.split("@")[-1].split("?")[0]
 
 
 COPY_ROWS = 500  # a batch at least this long goes through COPY (catch-up)
@@ -116,10 +138,10 @@ class _Table:
 class PostgresStore:
     def __init__(
         self, url: str, origin: str, create_tables: bool = False, password: str = "",
-        epoch: str | None = None,
+        epoch: str | None = None, tls: TlsSettings = tls_settings.DEFAULT,
     ) -> None:  # fmt: skip
         self.url, self.origin, self.create_tables, self.epoch = url, origin, create_tables, epoch
-        self.password = password
+        self.password, self.tls = password, tls
         self._conn: psycopg.Connection[Any] | None = None
         self._tables: dict[str, _Table] = {}
         self._definitions: dict[str, TableDef] = {}
@@ -173,7 +195,7 @@ class PostgresStore:
     def _connection(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed:
             try:
-                conn = psycopg.connect(self.url, password=self.password or None, connect_timeout=10)
+                conn = connect(self.url, self.password, self.tls, connect_timeout=10)
                 conn.execute("SET TIME ZONE 'UTC'")
                 conn.commit()
                 with conn.transaction():
@@ -194,7 +216,7 @@ class PostgresStore:
         return ApplyError(f"PostgreSQL refused {doing}: {exc}".strip())
 
     def _safe_url(self) -> str:
-        return self.url.split("@")[-1]
+        return _safe(self.url)
 
     def _forget(self) -> None:
         if self._conn is not None:

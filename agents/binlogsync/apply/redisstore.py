@@ -28,13 +28,16 @@ import json
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
+from .. import tls as tls_settings
 from ..errors import ApplyError, MissingTableError, UnreachableError
 from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tabledef import TableDef
+from ..tls import TlsSettings
 from .auditlog import _time
 from .store import HeldParts, plan_group, repair_checkpoint
 
@@ -65,14 +68,50 @@ def _in_order(value: Any, members: Sequence[str] | None) -> Any:
     return value
 
 
-def checkpoints(url: str, password: str = "") -> dict[str, dict[str, object]]:
+def client(url: str, password: str, tls: TlsSettings, **kwargs: Any) -> redis.Redis:
+    """A client of the target `url` (`rediss://` for TLS, with `tls`'s CA and certificate:
+    config.py took our options out of the URL). It connects at its first command."""
+    return redis.Redis.from_url(
+        url, password=password or None, **tls_settings.redis_args(tls, url), **kwargs
+    )
+
+
+def _tls_failure(
+    exc: redis.RedisError, url: str, tls: TlsSettings, first: bool
+) -> Exception | None:
+    """The TlsError a failed command stands for, if any. redis-py connects at a command, and
+    a server that refuses our client certificate says so only at the first write after the
+    handshake: every failure of a client's `first` command is read as TLS may explain it;
+    later, only a failed connect ("Error … connecting to host:port"), not a lost connection."""
+    if not first and "connecting to" not in str(exc):
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or "127.0.0.1"
+    return tls_settings.failure(exc, tls, f"Redis at {host}:{parts.port or 6379}", host)
+
+
+def _unreachable_fix(url: str) -> str:
+    if url.startswith("rediss://"):  # a cleartext server never answers the TLS hello
+        return (
+            "is redis-server running, is target.url right, and does the server speak TLS on "
+            "that port (--tls-port)?"
+        )
+    return "is redis-server running, and is target.url right?"
+
+
+def checkpoints(
+    url: str, password: str = "", tls: TlsSettings = tls_settings.DEFAULT, timeout: float = 10
+) -> dict[str, dict[str, object]]:
     """Every origin's checkpoint on the Redis target, as HELLO carries them."""
     try:
-        with redis.Redis.from_url(url, password=password or None, socket_timeout=10) as client:
-            raw = client.hgetall(CHECKPOINT)
+        with client(url, password, tls, socket_timeout=timeout) as connection:
+            raw = connection.hgetall(CHECKPOINT)
     except redis.RedisError as exc:
+        failed = _tls_failure(exc, url, tls, first=True)
+        if failed is not None:
+            raise failed from exc
         raise UnreachableError(
-            f"the Redis target {url} cannot be read: {exc}", "is redis-server running?"
+            f"the Redis target {url} cannot be read: {exc}", _unreachable_fix(url)
         ) from exc
     out: dict[str, dict[str, object]] = {}
     for origin, value in raw.items():
@@ -91,10 +130,12 @@ class RedisStore:
         ttl: int = 0,
         password: str = "",
         epoch: str | None = None,
+        tls: TlsSettings = tls_settings.DEFAULT,
     ) -> None:
         self.origin, self.epoch = origin, epoch
-        self.url, self.key_pattern, self.ttl = url, key_pattern, ttl
-        self.client = redis.Redis.from_url(url, password=password or None, socket_timeout=30)
+        self.url, self.key_pattern, self.ttl, self.tls = url, key_pattern, ttl, tls
+        self.client = client(url, password, tls, socket_timeout=30)
+        self._answered = False  # no command has succeeded yet (see _tls_failure)
         self.tables: dict[str, TableDef] = {}
         self._checkpoint: Position | None = None
         self._known = False
@@ -138,11 +179,16 @@ class RedisStore:
     # -- writing ------------------------------------------------------------------------------
     def _call(self, what: Any, doing: str) -> Any:
         try:
-            return what()
+            result = what()
+            self._answered = True
+            return result
         except redis.ConnectionError as exc:
+            failed = _tls_failure(exc, self.url, self.tls, first=not self._answered)
+            if failed is not None:
+                raise failed from exc
             raise UnreachableError(
                 f"the Redis target {self.url} cannot be reached while {doing}: {exc}",
-                "is redis-server running, and is target.url right?",
+                _unreachable_fix(self.url),
             ) from exc
         except redis.RedisError as exc:
             raise ApplyError(f"Redis refused {doing}: {exc}") from exc

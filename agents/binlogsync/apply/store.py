@@ -141,7 +141,12 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
         from .postgres import PostgresStore
 
         return PostgresStore(
-            config.url, origin, config.create_tables, config.database.password, epoch
+            config.url,
+            origin,
+            config.create_tables,
+            config.database.password,
+            epoch,
+            tls=config.database.tls,
         )
     if config.kind == "redis":
         from .redisstore import RedisStore
@@ -153,6 +158,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             config.ttl,
             config.database.password,
             epoch,
+            tls=config.database.tls,
         )
     from .applier import Applier
 

@@ -616,7 +616,7 @@ class BinlogReader:
                 PartialUpdateRowsEvent,
                 HeartbeatLogEvent,
             ],
-            pymysql_wrapper=self.table_maps.connection_factory(),
+            pymysql_wrapper=self.table_maps.connection_factory(self.db),
             enable_logging=False,
         )
         self.table_maps.attach(self._stream)

@@ -30,6 +30,8 @@ from pymysql.protocol import MysqlPacket
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants.BINLOG import TABLE_MAP_EVENT, UNKNOWN_EVENT
 
+from .. import mysql
+from ..config import DatabaseSettings
 from ..errors import PreflightError
 
 _LIMIT = 4096  # parsed tables kept; the cache starts over when it is full
@@ -111,11 +113,18 @@ class TableMapCache:
         self._stream: Any = None
         self._post_header: Any = None
 
-    def connection_factory(self) -> Callable[..., Any]:
-        """The `pymysql_wrapper` to give BinLogStreamReader."""
+    def connection_factory(self, db: DatabaseSettings | None = None) -> Callable[..., Any]:
+        """The `pymysql_wrapper` to give BinLogStreamReader. With `db`, both of the library's
+        connections (the binlog stream and its control session) are opened as mysql.py opens
+        every connection: TLS checked, its failures named (TlsError)."""
 
         def connect(**kwargs: Any) -> Any:
-            conn = _CachingConnection(**kwargs)
+            if db is None:
+                conn = _CachingConnection(**kwargs)
+            else:
+                if "db" in kwargs:  # the library's control session; PyMySQL calls it database
+                    kwargs["database"] = kwargs.pop("db")
+                conn = mysql.open_connection(db, _CachingConnection, **kwargs)
             conn.binlog_hook = self._on_packet
             return conn
 

@@ -33,7 +33,7 @@ from .. import __version__
 from ..capture.preflight import check_origin
 from ..capture.tablemap import check_library
 from ..config import ClientConfig
-from ..errors import BinlogsyncError, UnreachableError
+from ..errors import BinlogsyncError, ConfigError, UnreachableError
 from ..metrics import ClientMetrics, serve
 from ..position import Position
 from ..runloop import Backoff, RunLoop
@@ -153,11 +153,20 @@ class ClientAgent(RunLoop):
 
         With `origin.candidates` every server is checked, and one that cannot be reached
         now is only a warning: the primary may be gone, and capture waits for a candidate
-        that qualifies (capture/failover.py). A target's kind must have its client library."""
+        that qualifies (capture/failover.py). A target's kind must have its client library,
+        and its database is read once: TLS that cannot work (TlsError, ConfigError) stops
+        the agent here; a target that is only down now is a warning (HELLO waits for it)."""
         if self.config.target is not None:
             from ..apply.store import require
 
             require(self.config.target.kind)
+            if self.target is not None and self.config.target.kind != "auditlog":
+                try:
+                    self.target.checkpoints()
+                except ConfigError:
+                    raise
+                except BinlogsyncError as exc:
+                    log.warning("target database: %s", exc)
         if self.config.origin is not None:
             check_library()
             o = self.config.origin

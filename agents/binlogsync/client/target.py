@@ -432,11 +432,15 @@ class TargetRole:
         if self.config.kind == "postgresql":
             from ..apply.postgres import checkpoints as pg_checkpoints
 
-            return pg_checkpoints(self.config.url, self.config.database.password)
+            return pg_checkpoints(
+                self.config.url, self.config.database.password, self.config.database.tls
+            )
         if self.config.kind == "redis":
             from ..apply.redisstore import checkpoints as redis_checkpoints
 
-            return redis_checkpoints(self.config.url, self.config.database.password)
+            return redis_checkpoints(
+                self.config.url, self.config.database.password, self.config.database.tls
+            )
         found = checkpoint.fetch_all(self.config.database)
         return {origin: c.to_json() for origin, c in found.items()}
 

@@ -5,7 +5,9 @@ no system service and no /etc/mysql config (`--no-defaults` first). Servers are 
 everything binlog capture needs (ROW format, FULL row image and metadata, GTID, distinct
 server ids). A template datadir is made once with `mariadb-install-db` and copied per server,
 which is ~6x faster than installing each. The folder's `sandbox.json` records what runs, so a
-later process (`binlogsync sandbox stop`) can stop it.
+later process (`binlogsync sandbox stop`) can stop it. `tls_options` makes a server speak TLS
+(and refuse cleartext): `box.start("db", 1, *tls_options(ca, cert, key))`; the sandbox's own
+connections negotiate TLS as PyMySQL does by default.
 """
 
 from __future__ import annotations
@@ -57,6 +59,19 @@ class Server:
     @property
     def url(self) -> str:
         return f"mysql://{self.user}@{self.host}:{self.port}"
+
+
+def tls_options(
+    ca: os.PathLike[str], cert: os.PathLike[str], key: os.PathLike[str], require: bool = True
+) -> tuple[str, ...]:
+    """mariadbd options for TLS with this CA (which also checks client certificates), server
+    certificate and key; `require` turns cleartext away (require_secure_transport)."""
+    return (
+        f"--ssl-ca={ca}",
+        f"--ssl-cert={cert}",
+        f"--ssl-key={key}",
+        *(("--require-secure-transport=ON",) if require else ()),
+    )
 
 
 def free_port() -> int:

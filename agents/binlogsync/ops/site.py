@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .. import mysql
+from .. import mysql, tls
 from ..config import DatabaseSettings, PostgresSettings
 from ..errors import UsageError
 from ..seed.tables import plan as routed_plan
@@ -110,11 +110,16 @@ def database_url(host: str, db: DatabaseSettings, secrets: Path) -> tuple[str, P
         f.write(db.password)
     user = quote(db.user, safe="")
     file = quote(str(path), safe="/")
+    # TLS travels as URL options naming the files (never their contents): on a cluster the
+    # executors need them at the same paths.
+    options = "".join(
+        f"&{key}={quote(value, safe='/')}" for key, value in db.tls.to_query().items()
+    ) if db.tls != tls.DEFAULT else ""  # fmt: skip
     if isinstance(db, PostgresSettings):
         database = quote(db.database, safe="")
-        url = f"postgresql://{user}@{db.host}:{db.port}/{database}?password_file={file}"
+        url = f"postgresql://{user}@{db.host}:{db.port}/{database}?password_file={file}{options}"
     else:
-        url = f"mysql://{user}@{db.host}:{db.port}?password_file={file}"
+        url = f"mysql://{user}@{db.host}:{db.port}?password_file={file}{options}"
     return url, path
 
 

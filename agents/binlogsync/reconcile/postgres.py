@@ -23,6 +23,7 @@ import json
 from decimal import Decimal
 from typing import Any
 
+from .. import tls
 from ..config import DatabaseSettings
 from ..errors import ConfigError, PinError, UnreachableError
 from ..position import Position
@@ -62,7 +63,11 @@ def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> Any:
     database = getattr(db, "database", "postgres")
     psycopg = driver()
     try:
-        conn = psycopg.connect(
+        conn = tls.open_libpq(
+            psycopg.connect,
+            db.tls,
+            f"PostgreSQL at {db.host}:{db.port}",
+            db.host,
             host=db.host,
             port=db.port,
             user=db.user,

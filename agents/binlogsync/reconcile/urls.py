@@ -11,6 +11,10 @@ User and password are percent-decoded, so `p%40ss` is `p@ss`. The scheme may be 
 Where the caller allows it (reconcile's targets), `postgresql://user@host:5432/database` names
 a PostgreSQL database instead (the port defaults to 5432, the database to the user's name, as
 libpq does).
+TLS (docs/tls.md) is in the options too: `?ssl_mode=verify_ca&ssl_ca=/path/ca.pem` (and
+`ssl_cert`, `ssl_key`) for MySQL/MariaDB, libpq's `?sslmode=verify-full&sslrootcert=/path`
+(`sslcert`, `sslkey`) for PostgreSQL. The files are checked here; on a cluster they must exist
+at the same paths on the executors.
 The environment is passed in as a mapping: this module never reads `os.environ` itself.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from .. import tls
 from ..config import DatabaseSettings, PostgresSettings
 from ..errors import ConfigError
 
@@ -58,12 +63,22 @@ def parse_url(
             "leave it out: tables are named with their schema in --tables, like shop.orders",
         )
     query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"password_env", "password_file"})
+    tls_keys = tuple(tls.LIBPQ_KEYS.values()) if is_pg else tls.KEYS
+    unknown = sorted(set(query) - {"password_env", "password_file", *tls_keys})
     if unknown:
         raise ConfigError(
             f"database URL {_safe(text)!r} has unknown option(s): {', '.join(unknown)}",
-            "the options are ?password_file=PATH and ?password_env=VARIABLE",
+            "the options are ?password_file=PATH, ?password_env=VARIABLE and TLS's "
+            + ", ".join(tls_keys),
         )
+    twice = sorted(k for k, v in query.items() if len(v) > 1)
+    if twice:
+        raise ConfigError(f"database URL {_safe(text)!r} has {twice[0]} more than once")
+    settings = tls.from_values(
+        {k: v[0] for k, v in query.items() if k in tls_keys},
+        "{} in the URL " + _safe(text).split("?")[0].replace("{", "{{").replace("}", "}}"),
+        libpq=is_pg,
+    )
     if "password_env" in query and "password_file" in query:
         raise ConfigError(
             f"database URL {_safe(text)!r} names both a password file and a variable",
@@ -87,8 +102,10 @@ def parse_url(
     if is_pg:
         user = unquote(parts.username) if parts.username else "postgres"
         database = unquote(parts.path.strip("/")) or user
-        return PostgresSettings(parts.hostname, port or 5432, user, password, database)
-    return DatabaseSettings(parts.hostname, port or 3306, user, password)
+        return PostgresSettings(
+            parts.hostname, port or 5432, user, password, database, tls=settings
+        )
+    return DatabaseSettings(parts.hostname, port or 3306, user, password, tls=settings)
 
 
 def _safe(text: str) -> str:

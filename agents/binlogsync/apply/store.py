@@ -141,7 +141,12 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
         from .postgres import PostgresStore
 
         return PostgresStore(
-            config.url, origin, config.create_tables, config.database.password, epoch
+            config.url,
+            origin,
+            config.create_tables,
+            config.database.password,
+            epoch,
+            zero_dates=config.zero_dates,
         )
     if config.kind == "redis":
         from .redisstore import RedisStore

@@ -106,8 +106,8 @@ class ZeroDate:
         if match is None:
             raise ValueError(f"{text[:40]!r} is not a MySQL date text")
         year, month, day, hour, minute, second, fraction = match.groups()
-        if kind != "date" and hour is None:
-            raise ValueError(f"a {kind} text has a time of day, {text!r} has none")
+        if (kind == "date") != (hour is None):
+            raise ValueError(f"{text!r} is no text of a {kind} column")
         fraction = fraction or ""
         return cls(
             kind,  # type: ignore[arg-type]  # checked by __post_init__

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from binlogsync.apply.postgres import checkpoints
@@ -22,6 +24,21 @@ def create(servers: list[Server], db: str, *ddl: str) -> None:
             cur.execute(f"USE `{db}`")
             for statement in ddl:
                 cur.execute(statement)
+
+
+@contextmanager
+def target_sql_mode(server: Server, mode: str) -> Iterator[None]:
+    """The server's global sql_mode set to `mode` for the block (the apply agent's sessions
+    start inside it), then put back."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.sql_mode")
+        before = cur.fetchone()[0]
+        cur.execute("SET GLOBAL sql_mode = %s", (mode,))
+    try:
+        yield
+    finally:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL sql_mode = %s", (before,))
 
 
 def site(

@@ -5,14 +5,12 @@ as well, onto a target whose own sql_mode forbids them (TRADITIONAL)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from binlogsync.devsite.sandbox import Server
-from sitekit import create, site, wait_equal
+from sitekit import create, site, target_sql_mode, wait_equal
 
 pytestmark = pytest.mark.e2e
 
@@ -157,21 +155,6 @@ COMPOSITE = (
     "name VARCHAR(50), PRIMARY KEY (region, num))"
 )
 BIG = "CREATE TABLE big (id INT PRIMARY KEY, payload VARCHAR(100))"
-
-
-@contextmanager
-def target_sql_mode(server: Server, mode: str) -> Iterator[None]:
-    """The server's global sql_mode set to `mode` for the block (the apply agent's sessions
-    start inside it), then put back."""
-    with server.connect() as conn, conn.cursor() as cur:
-        cur.execute("SELECT @@GLOBAL.sql_mode")
-        before = cur.fetchone()[0]
-        cur.execute("SET GLOBAL sql_mode = %s", (mode,))
-    try:
-        yield
-    finally:
-        with server.connect() as conn, conn.cursor() as cur:
-            cur.execute("SET GLOBAL sql_mode = %s", (before,))
 
 
 def test_everything_arrives_exactly(

@@ -23,9 +23,10 @@ for the rest a string whose type is named in `types`: `decimal` (every digit, as
 `bytes` (base64), `datetime` / `date` (ISO 8601), `time` (`[-]HH:MM:SS.ffffff`, beyond 24 h
 as MySQL allows), `set` (a JSON list), and `zero_date` / `zero_datetime` / `zero_timestamp`
 for a date that is no calendar date (zero, partial or invalid), as the server's text, which an
-ISO 8601 parser refuses: `"0000-00-00 00:00:00.000000"`, `"2024-00-10"` (zerodate.py). `n` numbers the lines of one transaction. A transaction that arrives in
-parts (a large one) is written part by part: its change lines carry `"commit_time": null`, and
-a closing `{"kind": "commit", "commit_time": …}` line gives it once the last part is there.
+ISO 8601 parser refuses: `"0000-00-00 00:00:00.000000"`, `"2024-00-10"` (zerodate.py). `n`
+numbers the lines of one transaction. A transaction that arrives in parts (a large one) is
+written part by part: its change lines carry `"commit_time": null`, and a closing
+`{"kind": "commit", "commit_time": …}` line gives it once the last part is there.
 
 A repair cannot rewind a log that is a record: repairs are refused. A seed may start an empty
 log: its rows are written as `snapshot` lines at the seed's position.

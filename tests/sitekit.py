@@ -84,10 +84,10 @@ def seed(s: LocalSite, target: str) -> None:
     assert done.returncode == 0, done.stderr + s.logs()
 
 
-def pg_site(tmp_path: Path, origin: Server, pg: PgServer, db: str) -> LocalSite:
+def pg_site(tmp_path: Path, origin: Server, pg: PgServer, db: str, extra: str = "") -> LocalSite:
     """A site whose one target, `pgt`, is the PostgreSQL server `pg` (tables created from the
-    origin's definitions by a seed)."""
-    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
+    origin's definitions by a seed); `extra`: more lines of its [target] section."""
+    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true\n{extra}'
     return LocalSite(tmp_path / "site", origin, [Server("pgt", 0, 0, "", 0)],
                      tables=(f"{db}.*",), target_sections={"pgt": section})  # fmt: skip
 

@@ -87,30 +87,38 @@ def decimal_raw(raw: bytes) -> msgpack.ExtType:
     return ext
 
 
-def _no_date(raw: bytes) -> bool:
-    """Whether the server's date text is no calendar date: a zero year, month or day, or (only
-    written under ALLOW_INVALID_DATES) a day past its month's end. The byte comparisons keep
-    the usual case cheap: only a day after the 28th is checked against the calendar."""
-    if raw[:4] == b"0000" or raw[4:8] == b"-00-" or raw[7:10] == b"-00":
-        return True
-    if raw[8:10] <= b"28":
-        return False
-    try:
-        dt.date(int(raw[:4]), int(raw[5:7]), int(raw[8:10]))
-    except ValueError:
-        return True
-    return False
+_THIRTY_DAYS = frozenset({b"04", b"06", b"09", b"11"})
+
+
+def _past_month_end(raw: bytes) -> bool:
+    """Whether the server's date text, whose day is after the 28th, has a day its month lacks
+    (only written under ALLOW_INVALID_DATES)."""
+    day, month = raw[8:10], raw[5:7]
+    if month == b"02":
+        year = int(raw[:4])
+        return day > b"29" or not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0))
+    return day == b"31" and month in _THIRTY_DAYS
 
 
 def _temporal_raw(kind: bytes) -> Any:
     """A converter of the server's text of one kind of column (bytes) into this codec's value;
     a zero, partial or invalid date (zerodate.py) becomes extension type 6, which carries the
-    kind, since the text alone does not tell DATETIME from TIMESTAMP."""
+    kind, since the text alone does not tell DATETIME from TIMESTAMP. The byte comparisons keep
+    the usual value cheap (a seed converts millions): only a day after the 28th is looked at
+    more closely."""
     code = _DATE if kind == b"date" else _DATETIME
     prefix = kind + b":"
 
     def convert(raw: bytes) -> msgpack.ExtType:
-        ext: msgpack.ExtType = _ext((_ZERO_DATE, prefix + raw) if _no_date(raw) else (code, raw))
+        if (
+            raw[:4] == b"0000"
+            or raw[4:8] == b"-00-"
+            or raw[7:10] == b"-00"
+            or (raw[8:10] > b"28" and _past_month_end(raw))
+        ):
+            zero: msgpack.ExtType = _ext((_ZERO_DATE, prefix + raw))
+            return zero
+        ext: msgpack.ExtType = _ext((code, raw))
         return ext
 
     return convert

@@ -165,3 +165,14 @@ def test_redis_and_the_audit_log_write_the_servers_text() -> None:
     assert encode(ZeroDate("timestamp", fsp=6)) == ("0000-00-00 00:00:00.000000", "zero_timestamp")
     assert encode(ZeroDate("datetime", 2024, 5, 0)) == ("2024-05-00 00:00:00", "zero_datetime")
     assert encode(ZeroDate("date")) == ("0000-00-00", "zero_date")
+
+
+def test_the_seeds_converters_know_the_calendar() -> None:
+    """Every day 00-31 of every month 00-12 of leap and common years, century years too."""
+    for year in (0, 1900, 2000, 2023, 2024, 9999):
+        for month in range(13):
+            for day in range(32):
+                raw = f"{year:04d}-{month:02d}-{day:02d}".encode()
+                got = codec.unpack(codec.pack(codec.date_raw(raw)))
+                assert isinstance(got, ZeroDate) == is_zero_date_text(raw.decode()), raw
+                assert (got.text if isinstance(got, ZeroDate) else got.isoformat()) == raw.decode()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from binlogsync.apply.postgres import checkpoints
@@ -22,6 +24,21 @@ def create(servers: list[Server], db: str, *ddl: str) -> None:
             cur.execute(f"USE `{db}`")
             for statement in ddl:
                 cur.execute(statement)
+
+
+@contextmanager
+def target_sql_mode(server: Server, mode: str) -> Iterator[None]:
+    """The server's global sql_mode set to `mode` for the block (the apply agent's sessions
+    start inside it), then put back."""
+    with server.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@GLOBAL.sql_mode")
+        before = cur.fetchone()[0]
+        cur.execute("SET GLOBAL sql_mode = %s", (mode,))
+    try:
+        yield
+    finally:
+        with server.connect() as conn, conn.cursor() as cur:
+            cur.execute("SET GLOBAL sql_mode = %s", (before,))
 
 
 def site(
@@ -67,10 +84,10 @@ def seed(s: LocalSite, target: str) -> None:
     assert done.returncode == 0, done.stderr + s.logs()
 
 
-def pg_site(tmp_path: Path, origin: Server, pg: PgServer, db: str) -> LocalSite:
+def pg_site(tmp_path: Path, origin: Server, pg: PgServer, db: str, extra: str = "") -> LocalSite:
     """A site whose one target, `pgt`, is the PostgreSQL server `pg` (tables created from the
-    origin's definitions by a seed)."""
-    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true'
+    origin's definitions by a seed); `extra`: more lines of its [target] section."""
+    section = f'[target]\nkind = "postgresql"\nurl = "{pg.url}"\ncreate_tables = true\n{extra}'
     return LocalSite(tmp_path / "site", origin, [Server("pgt", 0, 0, "", 0)],
                      tables=(f"{db}.*",), target_sections={"pgt": section})  # fmt: skip
 

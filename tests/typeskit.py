@@ -1,5 +1,6 @@
 """A table with every MySQL/MariaDB column type, and rows for it: the end-to-end type tests
-of the non-MySQL targets share it."""
+of the non-MySQL targets share it. `zero_row` holds zero and partial dates (written with
+sql_mode '')."""
 
 from __future__ import annotations
 
@@ -29,3 +30,14 @@ def row(i: int) -> tuple[Any, ...]:
         bytes([i % 256, 0, 1, 2]), bytes(range(i % 20)), b"\x00\xff" * (i % 10),
         "xyz"[i % 3], ["", "a", "b,c", "a,b,c"][i % 4], json.dumps({"n": i, "s": "ü"}),
     )  # fmt: skip
+
+
+# DATE, DATETIME(6), TIMESTAMP(6) (columns dd, dtm, ts): a zero, a partial and the zero TIMESTAMP
+ZERO_DATES = ("0000-00-00", "2024-00-10 10:11:12.5", "0000-00-00 00:00:00")
+ZERO_TEXTS = ("0000-00-00", "2024-00-10 10:11:12.500000", "0000-00-00 00:00:00.000000")
+
+
+def zero_row(i: int) -> tuple[Any, ...]:
+    values = list(row(i))
+    values[13:16] = ZERO_DATES
+    return tuple(values)

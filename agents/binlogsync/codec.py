@@ -9,6 +9,8 @@ integer, never as something a receiver could evaluate:
     3 DATE       ISO 8601
     4 TIME       signed microseconds (int)      TIME is a duration in MySQL (-838:59:59…)
     5 SET        list of member strings
+    6 ZERO DATE  "<kind>:<text>"                a zero, partial or invalid DATE / DATETIME /
+                                                TIMESTAMP (zerodate.py), as the server's text
 
 Decoding rejects unknown extension codes and malformed payloads with ProtocolError.
 """
@@ -23,8 +25,9 @@ from typing import Any
 import msgpack
 
 from .errors import ProtocolError
+from .zerodate import ZeroDate
 
-_DECIMAL, _DATETIME, _DATE, _TIME, _SET = 1, 2, 3, 4, 5
+_DECIMAL, _DATETIME, _DATE, _TIME, _SET, _ZERO_DATE = 1, 2, 3, 4, 5, 6
 _MICROS = dt.timedelta(microseconds=1)
 
 
@@ -42,6 +45,8 @@ def _default(value: Any) -> msgpack.ExtType:
         return msgpack.ExtType(_TIME, msgpack.packb(value // _MICROS))
     if isinstance(value, set | frozenset):
         return msgpack.ExtType(_SET, msgpack.packb(sorted(value)))
+    if isinstance(value, ZeroDate):
+        return msgpack.ExtType(_ZERO_DATE, f"{value.kind}:{value.text}".encode())
     raise TypeError(f"cannot encode a value of type {type(value).__name__}")
 
 
@@ -63,6 +68,9 @@ def _ext_hook(code: int, data: bytes) -> Any:
             if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
                 raise ValueError("SET payload is not a list of strings")
             return set(members)
+        if code == _ZERO_DATE:
+            kind, _, text = data.decode().partition(":")
+            return ZeroDate.parse(kind, text)
     except (ValueError, InvalidOperation, UnicodeDecodeError, msgpack.UnpackException) as exc:
         raise ProtocolError(f"malformed value of extension type {code}: {exc}") from exc
     raise ProtocolError(f"unknown value extension type {code}")
@@ -79,23 +87,70 @@ def decimal_raw(raw: bytes) -> msgpack.ExtType:
     return ext
 
 
-def datetime_raw(raw: bytes) -> Any:
-    """The server's DATETIME, TIMESTAMP or DATE text (bytes) as this codec's value. Zero and
-    partial dates ('0000-00-00', '2024-00-10') are no datetime: text, as PyMySQL leaves them."""
-    if raw[:4] == b"0000" or raw[4:8] == b"-00-" or raw[7:10] == b"-00":
-        return raw.decode()
-    return _ext((_DATETIME if len(raw) > 10 else _DATE, raw))
+_THIRTY_DAYS = frozenset({b"04", b"06", b"09", b"11"})
+
+
+def _past_month_end(raw: bytes) -> bool:
+    """Whether the server's date text, whose day is after the 28th, has a day its month lacks
+    (only written under ALLOW_INVALID_DATES)."""
+    day, month = raw[8:10], raw[5:7]
+    if month == b"02":
+        year = int(raw[:4])
+        return day > b"29" or not (year % 4 == 0 and (year % 100 != 0 or year % 400 == 0))
+    return day == b"31" and month in _THIRTY_DAYS
+
+
+def _temporal_raw(kind: bytes) -> Any:
+    """A converter of the server's text of one kind of column (bytes) into this codec's value;
+    a zero, partial or invalid date (zerodate.py) becomes extension type 6, which carries the
+    kind, since the text alone does not tell DATETIME from TIMESTAMP. The byte comparisons keep
+    the usual value cheap (a seed converts millions): only a day after the 28th is looked at
+    more closely."""
+    code = _DATE if kind == b"date" else _DATETIME
+    prefix = kind + b":"
+
+    def convert(raw: bytes) -> msgpack.ExtType:
+        if (
+            raw[:4] == b"0000"
+            or raw[4:8] == b"-00-"
+            or raw[7:10] == b"-00"
+            or (raw[8:10] > b"28" and _past_month_end(raw))
+        ):
+            zero: msgpack.ExtType = _ext((_ZERO_DATE, prefix + raw))
+            return zero
+        ext: msgpack.ExtType = _ext((code, raw))
+        return ext
+
+    return convert
+
+
+date_raw = _temporal_raw(b"date")
+datetime_raw = _temporal_raw(b"datetime")
+timestamp_raw = _temporal_raw(b"timestamp")
 
 
 def _decimal_text(text: str) -> msgpack.ExtType:
     return decimal_raw(text.encode())
 
 
+def _date_text(text: str) -> Any:
+    return date_raw(text.encode())
+
+
 def _datetime_text(text: str) -> Any:
     return datetime_raw(text.encode())
 
 
-RAW_CONVERSIONS = {_decimal_text: decimal_raw, _datetime_text: datetime_raw}
+def _timestamp_text(text: str) -> Any:
+    return timestamp_raw(text.encode())
+
+
+RAW_CONVERSIONS = {
+    _decimal_text: decimal_raw,
+    _date_text: date_raw,
+    _datetime_text: datetime_raw,
+    _timestamp_text: timestamp_raw,
+}
 
 
 def text_conversions() -> dict[int, Any]:
@@ -103,14 +158,16 @@ def text_conversions() -> dict[int, Any]:
     straight into this codec's values, already packed-ready (a seed reads millions of rows:
     parsing each into a Python object only to print it again for msgpack was most of its
     cost). The server's text is exact (every DECIMAL digit, every fraction digit; TIMESTAMP in
-    the session's time zone, which must be +00:00) and what the decoder reads back."""
+    the session's time zone, which must be +00:00; zero and partial dates as they are) and what
+    the decoder reads back."""
     from pymysql.constants import FIELD_TYPE
     from pymysql.converters import conversions
 
     conv = dict(conversions)
     conv[FIELD_TYPE.DECIMAL] = conv[FIELD_TYPE.NEWDECIMAL] = _decimal_text
-    for kind in (FIELD_TYPE.DATETIME, FIELD_TYPE.TIMESTAMP, FIELD_TYPE.DATE):
-        conv[kind] = _datetime_text
+    conv[FIELD_TYPE.DATE] = _date_text
+    conv[FIELD_TYPE.DATETIME] = _datetime_text
+    conv[FIELD_TYPE.TIMESTAMP] = _timestamp_text
     return conv
 
 

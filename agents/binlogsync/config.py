@@ -71,18 +71,20 @@ _TARGET_KEYS = (
     "key_pattern",
     "ttl",
     "create_tables",
+    "zero_dates",
     "group_transactions",
     "retry_initial",
     "retry_max",
     "apply_schema_changes",
 )
 SCHEMA_CHANGE_MODES = ("off", "additive", "all")
+ZERO_DATE_MODES = ("error", "null", "epoch")  # what a PostgreSQL target does with a zero date
 TARGET_KINDS = ("mysql", "postgresql", "redis", "auditlog")
 PLANNED_TARGET_KINDS: tuple[str, ...] = ()
 _KIND_ONLY_KEYS = {
     "auditlog": ("path", "rotate_bytes"),
     "redis": ("key_pattern", "ttl"),
-    "postgresql": ("create_tables",),
+    "postgresql": ("create_tables", "zero_dates"),
     "mysql": (),
 }
 _URL_KINDS = ("redis", "postgresql")
@@ -371,6 +373,7 @@ class TargetConfig:
     rotate_bytes: int = 64 * 1024 * 1024  # auditlog: a new file past this size
     url: str = ""  # redis, postgresql: the server and database
     create_tables: bool = False  # postgresql: make missing tables from the origin's definitions
+    zero_dates: str = "error"  # postgresql: a zero, partial or invalid date: error | null | epoch
     key_pattern: str = "{schema}:{table}:{key}"  # redis: a row's key
     ttl: int = 0  # redis: seconds until a written key expires (0: never)
 
@@ -750,6 +753,12 @@ def load_client(
         url, target_tls = _target_tls(
             t, kind, t.get("url", str, _DEFAULT_URLS.get(kind, "")), secrets
         )
+        zero_dates = t.get("zero_dates", str, "error")
+        if zero_dates not in ZERO_DATE_MODES:
+            raise ConfigError(
+                f"target.zero_dates must be one of {', '.join(ZERO_DATE_MODES)}, got {zero_dates!r}",
+                "see docs/config.md: what a PostgreSQL target does with a zero or partial date",
+            )
         target = TargetConfig(
             database=_database(t, env, secrets, target_tls),
             group_transactions=t.positive("group_transactions", int, 2000),
@@ -761,6 +770,7 @@ def load_client(
             rotate_bytes=t.positive("rotate_bytes", int, 64 * 1024 * 1024),
             url=url,
             create_tables=t.get("create_tables", bool, False),
+            zero_dates=zero_dates,
             key_pattern=key_pattern,
             ttl=t.positive("ttl", int, 1) if "ttl" in data["target"] else 0,
         )

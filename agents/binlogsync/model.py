@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 from .errors import ProtocolError
 from .position import Position, file_number
 from .tabledef import TableDef, TableDefError
+from .zerodate import ZeroDate
 
 ChangeKind = Literal["insert", "update", "delete", "truncate", "ddl"]
 ROW_KINDS = ("insert", "update", "delete")
@@ -28,7 +29,7 @@ Row = tuple[Any, ...]
 # The types a column value may have after decoding (codec.py); anything else on the wire, such
 # as msgpack's own Timestamp extension, is refused.
 VALUE_TYPES = frozenset(
-    {type(None), int, float, str, bytes, Decimal, dt.datetime, dt.date, dt.timedelta, set}
+    {type(None), int, float, str, bytes, Decimal, dt.datetime, dt.date, dt.timedelta, set, ZeroDate}
 )
 
 

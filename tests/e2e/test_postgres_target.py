@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from binlogsync.devsite.localsite import wait_until
 from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.devsite.sandbox import Server
 from sitekit import create, pg_site, seed, wait_pg_caught_up
@@ -94,3 +95,82 @@ def test_every_type_seeded_streamed_through_kill_9_equal_row_by_row(
         other = theirs[(int(key[0]), key[1])]
         for name, a, b in zip(NAMES, row, other, strict=True):
             assert _same(name, a, b), (key, name, a, b)
+
+
+ZERO_TABLE = (
+    "CREATE TABLE z (id INT PRIMARY KEY, d DATE, dtm DATETIME(6), ts TIMESTAMP(3) NULL, "
+    "note VARCHAR(20))"
+)
+
+
+def _zero_rows(first: int) -> list[tuple[Any, ...]]:
+    return [
+        (first, "0000-00-00", "0000-00-00 00:00:00", "0000-00-00 00:00:00", "zero"),
+        (first + 1, "2024-00-10", "2024-05-00 10:11:12.5", None, "partial"),
+        (first + 2, "2004-04-31", "2004-02-30 00:00:00", "0000-00-00 00:00:00", "invalid"),
+        (first + 3, "2024-02-29", "2024-02-29 23:59:59.999999", "2024-02-29 12:00:00.25", "real"),
+    ]
+
+
+def test_zero_dates_seeded_and_streamed_are_mapped_as_zero_dates_says(
+    tmp_path: Path, origin: Server, dbname: str, pg: PgServer
+) -> None:
+    """`zero_dates = "epoch"`: the seed's and the stream's zero, partial and invalid dates
+    become 1970-01-01 (midnight UTC for a timestamptz); real dates beside them stay exact."""
+    create([origin], dbname, ZERO_TABLE)
+    insert = "INSERT INTO z VALUES (%s, %s, %s, %s, %s)"
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'")
+        cur.executemany(insert, _zero_rows(1))
+    with pg_site(tmp_path, origin, pg, dbname, 'zero_dates = "epoch"') as s:
+        s.start()
+        s.wait_online()
+        seed(s, "pgt")
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'")
+            cur.executemany(insert, _zero_rows(11))
+            cur.execute("UPDATE z SET ts = '0000-00-00', note = 'updated' WHERE id = 14")
+        wait_pg_caught_up(s, pg)
+    with pg.connect() as conn:
+        conn.execute("SET TIME ZONE 'UTC'")
+        rows = conn.execute(
+            f'SELECT id, d::text, dtm::text, ts::text FROM "{dbname}"."z" ORDER BY id'
+        ).fetchall()
+    epoch = ("1970-01-01", "1970-01-01 00:00:00", "1970-01-01 00:00:00+00")
+    expected = []
+    for first in (1, 11):
+        expected += [
+            (first, *epoch),
+            (first + 1, epoch[0], epoch[1], None),
+            (first + 2, *epoch),
+            (first + 3, "2024-02-29", "2024-02-29 23:59:59.999999", "2024-02-29 12:00:00.25+00"),
+        ]
+    expected[-1] = (14, "2024-02-29", "2024-02-29 23:59:59.999999", epoch[2])
+    assert rows == expected
+
+
+def test_a_zero_date_stops_a_postgresql_target_naming_the_column_and_the_choices(
+    tmp_path: Path, origin: Server, dbname: str, pg: PgServer
+) -> None:
+    """The default (`zero_dates = "error"`): nothing is written in its place."""
+    create([origin], dbname)
+    with pg_site(tmp_path, origin, pg, dbname) as s:
+        s.start()
+        s.wait_online()
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute(ZERO_TABLE)  # its definition travels: create_tables makes the table
+            cur.execute("INSERT INTO z VALUES (1, '2024-02-29', NULL, NULL, 'fine')")
+        wait_pg_caught_up(s, pg)
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute("INSERT INTO z VALUES (2, '2024-00-10', NULL, NULL, 'partial')")
+        wait_until(
+            lambda: f"{dbname}.z.d: the origin's value '2024-00-10' is no date" in s.logs(),
+            60,
+            0.1,
+            "the target's error in its log",
+        )
+        assert 'zero_dates = "null" or "epoch"' in s.logs()
+    with pg.connect() as conn:
+        rows = conn.execute(f'SELECT id FROM "{dbname}"."z" ORDER BY id').fetchall()
+    assert rows == [(1,)]

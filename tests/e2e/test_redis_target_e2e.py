@@ -16,7 +16,7 @@ from binlogsync.devsite.redis_sandbox import RedisServer
 from binlogsync.devsite.sandbox import Server
 from binlogsync.devsite.verify import origin_gtid
 from sitekit import create, seed
-from typeskit import COLUMNS, INSERT
+from typeskit import COLUMNS, INSERT, ZERO_TEXTS, zero_row
 from typeskit import row as _row
 
 pytestmark = pytest.mark.e2e
@@ -84,10 +84,13 @@ def test_every_type_is_stored_the_same_seeded_or_streamed(
     tmp_path: Path, origin: Server, dbname: str
 ) -> None:
     """A row copied by the seed and the same values arriving from the binlog give the same
-    hash: BIT, SET and the rest travel with the same types both ways."""
+    hash: BIT, SET and the rest travel with the same types both ways, zero dates too (as the
+    server's text)."""
     create([origin], dbname, f"CREATE TABLE t ({COLUMNS})")
     with origin.connect(dbname) as conn, conn.cursor() as cur:
         cur.executemany(INSERT, [_row(i) for i in range(1, 9)])
+        cur.execute("SET SESSION sql_mode = ''")
+        cur.executemany(INSERT, [zero_row(i) for i in range(9, 11)])
     with tempfile.TemporaryDirectory(prefix="bls-redis-") as root:
         redis_server = RedisServer(Path(root)).start()
         cache = Server("cache", 0, 0, "", 0)
@@ -99,15 +102,17 @@ def test_every_type_is_stored_the_same_seeded_or_streamed(
                 s.wait_online()
                 seed(s, "cache")
                 with origin.connect(dbname) as conn, conn.cursor() as cur:
-                    for i in range(1, 9):  # the same values under another key, streamed
-                        cur.execute(INSERT, (1000 + i, *_row(i)[1:]))
+                    cur.execute("SET SESSION sql_mode = ''")
+                    for i in range(1, 11):  # the same values under another key, streamed
+                        values = _row(i) if i < 9 else zero_row(i)
+                        cur.execute(INSERT, (1000 + i, *values[1:]))
                 gtid = origin_gtid(origin)
                 wait_until(
                     lambda: checkpoints(redis_server.url).get("origin", {}).get("gtid") == gtid,
                     60, 0.05, f"the Redis target reaching {gtid}",
                 )  # fmt: skip
             client = redis_server.client()
-            for i in range(1, 9):
+            for i in range(1, 11):
                 k = f"k{i % 7}"
                 seeded_row = client.hgetall(f"{dbname}:t:{i}:{k}")
                 streamed = client.hgetall(f"{dbname}:t:{1000 + i}:{k}")
@@ -115,6 +120,9 @@ def test_every_type_is_stored_the_same_seeded_or_streamed(
                 assert streamed.pop(b"id") == str(1000 + i).encode()
                 assert seeded_row == streamed
                 assert seeded_row[b"b"] == str(i % 1024).encode()  # BIT as its integer
+                if i >= 9:  # the server's text, not NULL (an absent field) or 1970-01-01
+                    dates = tuple(seeded_row[c].decode() for c in (b"dd", b"dtm", b"ts"))
+                    assert dates == ZERO_TEXTS
             client.close()
         finally:
             redis_server.stop()

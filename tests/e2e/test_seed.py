@@ -18,7 +18,7 @@ import pytest
 
 from binlogsync.devsite.localsite import LocalSite, wait_until
 from binlogsync.devsite.sandbox import Server
-from sitekit import create, site, wait_equal
+from sitekit import create, site, target_sql_mode, wait_equal
 
 pytestmark = pytest.mark.e2e
 
@@ -341,3 +341,38 @@ def test_reseed_lifts_a_target_that_fell_behind_the_hub_and_the_binlog(
             run_seed(s, target, "--chunk-rows", "1000")
         wait_until(lambda: blocked() == "", 30, what="the block lifted")
         wait_equal(s, dbname, ["t", "u"])
+
+
+def test_seed_copies_zero_partial_and_invalid_dates_exactly(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """As they are, in chunks of two rows whose paging key holds such dates (the next chunk
+    starts after a zero date), onto a target whose own sql_mode forbids them."""
+    zero_table = (
+        "CREATE TABLE z (d DATE NOT NULL, n INT NOT NULL, dtm DATETIME(6), ts TIMESTAMP NULL, "
+        "PRIMARY KEY (d, n))"
+    )
+    create([origin, target], dbname, zero_table)
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES'")
+        cur.execute(
+            "INSERT INTO z VALUES ('0000-00-00', 1, '0000-00-00', '0000-00-00'), "
+            "('0000-00-00', 2, '2024-00-10 10:00:00.5', NULL), "
+            "('0000-01-00', 1, NULL, '0000-00-00'), ('2004-04-31', 1, '2004-02-30', NULL), "
+            "('2024-00-10', 1, '2024-02-29 12:00:00', '2024-02-29 12:00:00'), "
+            "('2024-05-00', 7, '0000-00-00 00:00:00.000001', '1970-01-01 00:00:01')"
+        )
+    with target_sql_mode(target, "TRADITIONAL"), site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        report = run_seed(s, target, "--chunk-rows", "2")
+        assert report["tables"][0]["rows"] == 6 and report["tables"][0]["chunks"] >= 3
+        with origin.connect(dbname) as conn, conn.cursor() as cur:  # and the stream goes on
+            cur.execute("SET SESSION sql_mode = ''")
+            cur.execute("UPDATE z SET ts = '0000-00-00' WHERE n = 7")
+        wait_equal(s, dbname, ["z"])
+    with target.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SELECT CAST(d AS CHAR), n, CAST(dtm AS CHAR) FROM z ORDER BY d, n")
+        assert [r[0] for r in cur.fetchall()] == [
+            "0000-00-00", "0000-00-00", "0000-01-00", "2004-04-31", "2024-00-10", "2024-05-00"
+        ]  # fmt: skip

@@ -30,6 +30,7 @@ from binlogsync.errors import (
 )
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
+from binlogsync.zerodate import ZeroDate
 
 pytestmark = pytest.mark.integration
 
@@ -278,6 +279,73 @@ def test_timestamp_arrives_as_naive_utc(
         (Decimal("1709247600.500000"),),
         (Decimal("1.000000"),),
     ]
+
+
+ZERO_DATES = (
+    "CREATE TABLE z (d DATE NOT NULL, n INT NOT NULL, dtm DATETIME(6), ts TIMESTAMP NULL, "
+    "ts3 TIMESTAMP(3) NULL, PRIMARY KEY (d, n))"
+)
+
+
+@pytest.mark.parametrize("server_mode", ["", "TRADITIONAL"], ids=["default", "traditional"])
+def test_zero_partial_and_invalid_dates_land_exactly(
+    conn: pymysql.Connection, dbname: str, applier: Applier, server_mode: str
+) -> None:
+    """As the origin stored them, whatever the target's sql_mode forbids its applications
+    (TRADITIONAL: strict, NO_ZERO_DATE, NO_ZERO_IN_DATE): the apply session allows them. A
+    zero date in the primary key is upserted and deleted by, alone and reduced in a group."""
+    q(conn, ZERO_DATES)
+    zero = ZeroDate("date")
+    rows = [
+        (zero, 1, ZeroDate("datetime", fsp=6), ZeroDate("timestamp"), ZeroDate("timestamp", fsp=3)),
+        (ZeroDate("date", 2024, 0, 10), 2, ZeroDate("datetime", 2024, 5, 0, 10, 11, 12, 500000, 6),
+         None, dt.datetime(2024, 2, 29, 12, 0, 0, 125000)),
+        (ZeroDate("date", 2004, 4, 31), 3, ZeroDate("datetime", 2004, 2, 30, 1, 2, 3, 0, 6),
+         dt.datetime(1970, 1, 1, 0, 0, 1), None),
+        (ZeroDate("date", 0, 1, 1), 4, dt.datetime(2024, 1, 1), ZeroDate("timestamp"), None),
+    ]  # fmt: skip
+    cols = "d,n,dtm,ts,ts3"
+    (before,) = q(conn, "SELECT @@GLOBAL.sql_mode")
+    q(conn, "SET GLOBAL sql_mode = %s", (server_mode or before[0],))
+    try:
+        applier.close()  # its next session sees the server's new sql_mode
+        applier.apply([txn(1, ins(dbname, "z", cols, *rows))])
+        moved = (zero, 5, *rows[0][2:])
+        applier.apply(
+            [
+                txn(2, upd(dbname, "z", cols, (rows[0], moved))),  # a key change: delete + upsert
+                txn(3, dele(dbname, "z", cols, rows[2])),
+                txn(4, ins(dbname, "z", cols, rows[2])),
+            ]
+        )
+    finally:
+        q(conn, "SET GLOBAL sql_mode = %s", (before[0],))
+    q(conn, "SET time_zone = '+00:00'")
+    got = q(conn, "SELECT CAST(d AS CHAR), n, CAST(dtm AS CHAR), CAST(ts AS CHAR), "
+                  "CAST(ts3 AS CHAR) FROM z ORDER BY n")  # fmt: skip
+    z = "0000-00-00 00:00:00"
+    assert got == [
+        ("2024-00-10", 2, "2024-05-00 10:11:12.500000", None, "2024-02-29 12:00:00.125"),
+        ("2004-04-31", 3, "2004-02-30 01:02:03.000000", "1970-01-01 00:00:01", None),
+        ("0000-01-01", 4, "2024-01-01 00:00:00.000000", z, None),
+        ("0000-00-00", 5, f"{z}.000000", z, f"{z}.000"),
+    ]
+
+
+def test_a_date_the_target_column_cannot_hold_names_the_column_and_the_fix(
+    conn: pymysql.Connection, dbname: str, applier: Applier
+) -> None:
+    """A TIMESTAMP holds the zero TIMESTAMP, but no partial date (an origin DATETIME's)."""
+    q(conn, "CREATE TABLE w (id INT PRIMARY KEY, at TIMESTAMP NULL)")
+    partial = ZeroDate("datetime", 2024, 0, 10, 8, 0, 0)
+    with pytest.raises(SchemaMismatchError) as caught:
+        applier.apply([txn(1, ins(dbname, "w", "id,at", (1, partial)))])
+    error = caught.value
+    assert "no calendar date" in error.message and "2024-00-10 08:00:00" in error.message
+    assert "`at`" in error.message and f"{dbname}" in error.message
+    assert "TIMESTAMP holds the zero TIMESTAMP but no partial" in error.fix
+    applier.apply([txn(1, ins(dbname, "w", "id,at", (1, ZeroDate("timestamp"))))])
+    assert q(conn, "SELECT CAST(at AS CHAR) FROM w") == [("0000-00-00 00:00:00",)]
 
 
 def test_id_zero_replays_as_zero(conn: pymysql.Connection, dbname: str, applier: Applier) -> None:

@@ -28,10 +28,11 @@ from binlogsync.capture.reader import BinlogReader
 from binlogsync.capture.values import _fix_negative_time
 from binlogsync.config import DatabaseSettings
 from binlogsync.devsite.sandbox import Sandbox, Server, free_port
-from binlogsync.errors import PreflightError, UnreachableError
+from binlogsync.errors import CaptureHalted, PreflightError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync.zerodate import ZeroDate
 
 GOLDEN = Path(__file__).parent / "golden"
 WRITE_TZ = "+05:30"
@@ -138,6 +139,8 @@ def render_value(value: Any) -> str:
         return f"'{text}.{frac:06d}'" if frac else f"'{text}'"
     if isinstance(value, set | frozenset):
         return "{" + ",".join(render_value(v) for v in sorted(value)) + "}"
+    if isinstance(value, ZeroDate):
+        return f"{value.kind}'{value.text}'"
     raise TypeError(f"no rendering for {type(value).__name__}")
 
 
@@ -352,6 +355,125 @@ def test_every_type_is_captured_as_select_reads_it(origin: Server, dbname: str) 
                 change_a.after + change_a.before, change_b.after + change_b.before, strict=True
             ):
                 assert [type(v) for v in row_a] == [type(v) for v in row_b]
+
+
+ZERO_TABLE = (
+    "CREATE TABLE z (id INT PRIMARY KEY, d DATE, dt0 DATETIME, dt6 DATETIME(6), "
+    "ts0 TIMESTAMP NULL, ts6 TIMESTAMP(6) NULL)"
+)
+ZERO_ROWS = [
+    "(1, '0000-00-00', '0000-00-00 00:00:00', '0000-00-00 00:00:00', '0000-00-00 00:00:00',"
+    " '0000-00-00 00:00:00')",
+    "(2, '2024-00-10', '2024-05-00 10:11:12', '2024-00-00 23:59:59.999999', NULL,"
+    " '1970-01-01 05:30:01')",
+    "(3, '2004-04-31', '2004-02-30 01:02:03', '0000-01-01 00:00:00.000001', '2024-02-29 12:00:00',"
+    " NULL)",
+    "(4, '0000-01-01', '2024-02-29 00:00:00', '2003-02-29 00:00:00.5', '0000-00-00 00:00:00',"
+    " '0000-00-00 00:00:00')",
+]
+
+
+def _texts(server: Server, database: str, table: str, columns: list[str]) -> list[list[Any]]:
+    """The rows' date columns as the server's text (NULL as None), in UTC."""
+    select = ", ".join(f"CAST(`{c}` AS CHAR)" for c in columns)
+    with connect(server, database, tz="+00:00") as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT {select} FROM `{table}` ORDER BY id")
+        return [list(row) for row in cur.fetchall()]
+
+
+def _as_text(value: Any, fsp: int) -> Any:
+    if isinstance(value, ZeroDate):
+        return value.text
+    if isinstance(value, dt.datetime):
+        text = value.isoformat(sep=" ", timespec="microseconds")
+        return text[: 20 + fsp] if fsp else text[:19]
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return value
+
+
+@integration
+@pytest.mark.parametrize("fast", [True, False], ids=["rowdecode", "library"])
+def test_zero_partial_and_invalid_dates_are_captured_as_select_reads_them(
+    origin: Server, dbname: str, fast: bool
+) -> None:
+    """Not NULL, not 1970-01-01: the server's own value, on both paths (the library's loses
+    these dates; reader.py decodes such an event again with rowdecode.py)."""
+    make_db(origin, dbname)
+    run_sql(origin, dbname, [ZERO_TABLE])
+    db = settings(origin)
+    start = current_position(db)
+    write = ["SET SESSION sql_mode = 'ALLOW_INVALID_DATES'"]
+    run_sql(origin, dbname, [*write, *(f"INSERT INTO z VALUES {row}" for row in ZERO_ROWS)])
+    run_sql(origin, dbname, [*write, "UPDATE z SET id = id + 10", "DELETE FROM z"])
+    end = current_position(db)
+    run_sql(origin, dbname, [*write, *(f"INSERT INTO z VALUES {row}" for row in ZERO_ROWS)])
+    columns = ["d", "dt0", "dt6", "ts0", "ts6"]
+    fsps = [0, 0, 6, 0, 6]
+    selected = _texts(origin, dbname, "z", columns)
+    zero = "0000-00-00 00:00:00"
+    assert selected[0] == ["0000-00-00", zero, f"{zero}.000000", zero, f"{zero}.000000"]
+
+    txns = capture(origin, start, end, TableFilter((f"{dbname}.z",)), fast=fast)
+    changes = [c for t in txns for c in t.changes]
+    inserted = [row for c in changes if c.kind == "insert" for row in c.after]
+    (update,) = [c for c in changes if c.kind == "update"]
+    (delete,) = [c for c in changes if c.kind == "delete"]
+    got = [[_as_text(v, f) for v, f in zip(row[1:], fsps, strict=True)] for row in inserted]
+    assert got == selected
+    assert (
+        [r[1:] for r in update.before] == [r[1:] for r in update.after] == [r[1:] for r in inserted]
+    )
+    assert [r[1:] for r in delete.before] == [r[1:] for r in inserted]
+    kept = [v for row in inserted for v in row if isinstance(v, ZeroDate)]
+    assert {z.kind for z in kept} == {"date", "datetime", "timestamp"}
+    assert ZeroDate("timestamp", fsp=6) in inserted[0]
+    for txn in txns:  # and through the wire codec, unchanged
+        assert Transaction.from_wire(codec.unpack(codec.pack(txn.to_wire()))) == txn
+
+
+@integration
+def test_a_zero_date_the_library_alone_reads_halts_capture(origin: Server, dbname: str) -> None:
+    """A pre-5.6 DATETIME (here MariaDB's, mysql56_temporal_format=OFF) is left to the
+    library, which cannot keep a zero date: capture halts with the table and column named
+    instead of sending NULL. Its zero TIMESTAMP is kept (1970-01-01 is no TIMESTAMP value)."""
+    with origin.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET GLOBAL mysql56_temporal_format = OFF")
+        try:
+            cur.execute(f"CREATE DATABASE `{dbname}`")
+            cur.execute(
+                f"CREATE TABLE `{dbname}`.old (id INT PRIMARY KEY, d DATETIME, ts TIMESTAMP NULL)"
+            )
+        finally:
+            cur.execute("SET GLOBAL mysql56_temporal_format = ON")
+    db = settings(origin)
+    start = current_position(db)
+    run_sql(
+        origin,
+        dbname,
+        [
+            "SET SESSION sql_mode = ''",
+            "INSERT INTO old VALUES (1, '2024-03-01 10:00:00', '0000-00-00 00:00:00')",
+            "INSERT INTO old VALUES (2, '0000-00-00 00:00:00', NULL)",
+        ],
+    )
+    reader = BinlogReader(
+        settings(origin), next(_reader_ids), start, TableFilter((f"{dbname}.old",)), heartbeat=0.2
+    )
+    watchdog = threading.Timer(30, reader.stop)
+    watchdog.start()
+    got: list[Transaction] = []
+    try:
+        with pytest.raises(CaptureHalted) as info:
+            for txn in reader.transactions():
+                got.append(txn)  # type: ignore[arg-type]
+    finally:
+        watchdog.cancel()
+        reader.close()
+    first = [row for t in got for c in t.changes for row in c.after]
+    assert first == [(1, dt.datetime(2024, 3, 1, 10), ZeroDate("timestamp"))]
+    assert f"{dbname}.old.d holds a date that is no calendar date" in info.value.message
+    assert "ALTER TABLE … FORCE" in info.value.fix
 
 
 @unit

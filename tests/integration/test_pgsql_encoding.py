@@ -138,3 +138,53 @@ def test_postgresql_computes_mariadbs_encoding_byte_for_byte(
     assert not columns, sorted(columns)[:10]
     differing = [i for i in mine if int(mine[i]) != theirs[i]]
     assert not differing, [rows[i] for i in differing[:5]]
+
+
+def test_a_zero_date_mapped_on_postgresql_is_a_difference(
+    origin: Server, dbname: str, pg: PgServer
+) -> None:
+    """A PostgreSQL target holds no zero date: what `zero_dates` maps it to (NULL, 1970-01-01)
+    is not the origin's value, and the comparison says so, column by column; the real dates
+    beside it still compare equal."""
+    execute(
+        origin,
+        None,
+        f"CREATE DATABASE `{dbname}`",
+        f"USE `{dbname}`",
+        "SET SESSION sql_mode = '', time_zone = '+00:00'",
+        "CREATE TABLE z (id INT PRIMARY KEY, d DATE, dtm DATETIME(6), ts TIMESTAMP(3) NULL)",
+        "INSERT INTO z VALUES (1, '0000-00-00', '2024-00-10 10:00:00', '0000-00-00'), "
+        "(2, '0000-00-00', '0000-00-00', '0000-00-00'), "
+        "(3, '2024-02-29', '2024-02-29 12:00:00.5', '2024-02-29 12:00:00.25')",
+    )
+    with pg.connect() as conn:
+        conn.execute("DROP SCHEMA IF EXISTS zero CASCADE")
+        conn.execute("CREATE SCHEMA zero")
+        conn.execute("CREATE TABLE zero.z (id integer PRIMARY KEY, d date, dtm timestamp(6), "
+                     "ts timestamptz(3))")  # fmt: skip
+        conn.execute(
+            "INSERT INTO zero.z VALUES (1, NULL, NULL, NULL), "  # zero_dates = "null"
+            "(2, '1970-01-01', '1970-01-01', '1970-01-01 00:00:00+00'), "  # "epoch"
+            "(3, '2024-02-29', '2024-02-29 12:00:00.5', '2024-02-29 12:00:00.25+00')"
+        )
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        source = schema.describe(cur, dbname, "z")
+        assert source is not None
+        pair = schema.TablePair(source, source, ("id", "d", "dtm", "ts"), ("id",))
+        encoding = Encoding.of([pair], "text", checksums.PORTABLE)
+        cur.execute(checksums.column_hashes_sql(dbname, "z", ("id",), encoding, "TRUE"), [])
+        mine = {r[0]: r[1:] for r in cur.fetchall()}
+    with pg.connect() as conn, conn.cursor() as cur:
+        conn.execute("SET TIME ZONE 'UTC'")
+        described = postgres.describe(cur, "zero", "z")
+        assert described is not None
+        types = {c.name: c.data_type for c in described.columns}
+        assert pgsql.unsupported(encoding, types) == ""
+        cur.execute(pgsql.column_hashes_sql("zero", "z", ("id",), encoding, types, "TRUE"), [])
+        theirs = {r[0]: r[1:] for r in cur.fetchall()}
+    differing = {
+        i: [c for c, a, b in zip(pair.columns, mine[i], theirs[i], strict=True) if a != b]
+        for i in mine
+    }
+    assert differing == {1: ["d", "dtm", "ts"], 2: ["d", "dtm", "ts"], 3: []}

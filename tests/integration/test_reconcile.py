@@ -3,6 +3,7 @@ difference is found, exactly, and nothing else."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,44 @@ def test_two_targets_each_get_their_own_differences(
         }
     finally:
         sandbox.stop("rc_target2")
+
+
+def test_zero_dates_equal_on_both_sides_and_against_null_or_1970_are_found(
+    spark: Any, origin: Server, target: Server, dbname: str
+) -> None:
+    """Zero, partial and invalid dates, in the key too: alike on both sides they are equal;
+    a zero date where the target has NULL or 1970-01-01 (what capture once sent) is changed."""
+    ddl = (
+        "CREATE TABLE z (d DATE NOT NULL, n INT NOT NULL, dtm DATETIME(6), ts TIMESTAMP NULL, "
+        "PRIMARY KEY (d, n))"
+    )
+    rows = (
+        "('0000-00-00', 1, '0000-00-00', '0000-00-00'), ('0000-00-00', 2, NULL, '0000-00-00'), "
+        "('2024-00-10', 1, '2024-05-00 10:11:12.5', NULL), ('2004-04-31', 1, NULL, NULL), "
+        "('2024-02-29', 1, '0000-00-00', '2024-02-29 12:00:00'), ('2024-03-01', 1, NULL, NULL)"
+    )
+    for server in (origin, target):
+        execute(
+            server,
+            None,
+            "SET SESSION sql_log_bin = 0, sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'",
+            f"CREATE DATABASE `{dbname}`",
+            f"USE `{dbname}`",
+            ddl,
+            f"INSERT INTO z VALUES {rows}",
+        )
+    execute(
+        target,
+        dbname,
+        "SET SESSION sql_log_bin = 0, sql_mode = '', time_zone = '+00:00'",
+        "UPDATE z SET dtm = NULL WHERE d = '0000-00-00' AND n = 1",  # zero vs NULL
+        "UPDATE z SET ts = '1970-01-01 00:00:01' WHERE d = '0000-00-00' AND n = 2",  # vs 1970
+        "UPDATE z SET dtm = '1970-01-01 00:00:00' WHERE d = '2024-02-29'",
+    )
+    report = reconcile(spark, origin, [target], [f"{dbname}.z"], chunk_rows=2, max_task_rows=2)
+    assert report.exit_code == 1, report.render()
+    assert found(report) == {
+        ("0000-00-00", 1): ("changed", ("dtm",)),
+        ("0000-00-00", 2): ("changed", ("ts",)),
+        (dt.date(2024, 2, 29), 1): ("changed", ("dtm",)),  # a real date key reads as one
+    }

@@ -1,13 +1,14 @@
 """The `crc` row hash on a real MariaDB: the value each row gets is the one its definition
 says (the session variable is set before it is read), and a chunk's sum sees two rows swap
-values where pt-table-checksum's XOR of CRC32s cannot."""
+values where pt-table-checksum's XOR of CRC32s cannot. Every hash tells zero dates apart from
+NULL and from 1970-01-01."""
 
 from __future__ import annotations
 
 import pytest
 
 from binlogsync.devsite.sandbox import Server
-from binlogsync.reconcile.checksums import Encoding, checksum_sql
+from binlogsync.reconcile.checksums import Encoding, checksum_sql, row_hashes_sql
 from binlogsync.reconcile.schema import describe, pair
 from reconcile_kit import ROWS, execute, make_table
 
@@ -67,3 +68,39 @@ def test_a_swap_between_two_rows_shows_in_the_chunk_sum(origin: Server, dbname: 
     assert sums[("a", "crc")] != sums[("b", "crc")]
     assert sums[("a", "sha1")] != sums[("b", "sha1")]
     assert sums[("a", "sha256")] != sums[("b", "sha256")]
+
+
+def test_zero_dates_compare_equal_and_a_zero_against_null_or_1970_differs(
+    origin: Server, dbname: str
+) -> None:
+    """The encoding takes the server's text of a date, so zero, partial and invalid dates
+    compare as themselves: alike when both sides hold one, different from NULL and from
+    1970-01-01 (what capture once made of them)."""
+    ddl = "CREATE TABLE {t} (id INT PRIMARY KEY, d DATE, dtm DATETIME(6), ts TIMESTAMP(3) NULL)"
+    zero = "'0000-00-00', '0000-00-00', '0000-00-00'"
+    execute(
+        origin,
+        None,
+        f"CREATE DATABASE `{dbname}`",
+        f"USE `{dbname}`",
+        "SET SESSION sql_mode = 'ALLOW_INVALID_DATES', time_zone = '+00:00'",
+        ddl.format(t="a"),
+        ddl.format(t="b"),
+        f"INSERT INTO a VALUES (1, {zero}), (2, '2024-00-10', '2024-05-00 10:11:12.5', "
+        f"'0000-00-00'), (3, {zero}), (4, '2004-04-31', '0000-00-00', NULL), (5, {zero}), "
+        f"(6, {zero})",
+        f"INSERT INTO b VALUES (1, {zero}), (2, '2024-00-10', '2024-05-00 10:11:12.5', "
+        f"'0000-00-00'), (3, NULL, '0000-00-00', '0000-00-00'), (4, '2004-04-31', "
+        "'1970-01-01 00:00:00', NULL), (5, '0000-00-00', '0000-00-00', '1970-01-01 00:00:01'), "
+        "(6, '0000-00-00', '0000-00-00 00:00:00.000001', '0000-00-00')",
+    )
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SET time_zone = '+00:00'")
+        for hash in ("crc", "sha1", "sha256"):
+            hashes = {}
+            for table in ("a", "b"):
+                encoding = _encoding(origin, dbname, table, hash)
+                cur.execute(row_hashes_sql(dbname, table, ("id",), encoding, "TRUE"))
+                hashes[table] = dict(cur.fetchall())
+            same = sorted(i for i in hashes["a"] if hashes["a"][i] == hashes["b"][i])
+            assert same == [1, 2], hash

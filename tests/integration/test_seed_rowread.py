@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from binlogsync.codec import pack, text_conversions, unpack
 from binlogsync.devsite.sandbox import Server
 from binlogsync.seed.rowread import check_library, fetch_all
+from binlogsync.zerodate import ZeroDate
 
 COLUMNS = """
     id INT PRIMARY KEY, ti TINYINT, su SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED,
@@ -73,3 +76,36 @@ def test_a_query_error_is_the_drivers_and_the_connection_stays_usable(
         with pytest.raises(pymysql.err.OperationalError, match="nope"):
             fetch_all(conn, f"SELECT nope FROM {table}")
         assert fetch_all(conn, "SELECT 2") == [(2,)]
+
+
+def test_zero_partial_and_invalid_dates_are_read_as_what_they_are(
+    target: Server, dbname: str
+) -> None:
+    """Through the codec's converters: a ZeroDate of the column's kind once unpacked, never
+    text (which a PostgreSQL target could not tell from a string) nor an unreadable DATE."""
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES'")
+        cur.execute(f"CREATE DATABASE `{dbname}`")
+        cur.execute(
+            f"CREATE TABLE `{dbname}`.z (id INT PRIMARY KEY, d DATE, dt DATETIME(6), "
+            "ts TIMESTAMP(3) NULL)"
+        )
+        cur.execute(
+            f"INSERT INTO `{dbname}`.z VALUES (1, '0000-00-00', '0000-00-00 00:00:00', "
+            "'0000-00-00 00:00:00'), (2, '2024-00-10', '2024-05-00 10:11:12.5', NULL), "
+            "(3, '2004-04-31', '2004-02-30 00:00:00', '2024-02-29 12:00:00.25'), "
+            "(4, '2024-02-29', '2024-02-29 23:59:59.999999', '1970-01-01 00:00:01')"
+        )
+    with target.connect(conv=text_conversions()) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+        rows = [unpack(pack(list(r))) for r in fetch_all(conn, f"SELECT * FROM `{dbname}`.z")]
+    assert rows == [
+        [1, ZeroDate("date"), ZeroDate("datetime", fsp=6), ZeroDate("timestamp", fsp=3)],
+        [2, ZeroDate("date", 2024, 0, 10), ZeroDate("datetime", 2024, 5, 0, 10, 11, 12, 500000, 6),
+         None],
+        [3, ZeroDate("date", 2004, 4, 31), ZeroDate("datetime", 2004, 2, 30, fsp=6),
+         dt.datetime(2024, 2, 29, 12, 0, 0, 250000)],
+        [4, dt.date(2024, 2, 29), dt.datetime(2024, 2, 29, 23, 59, 59, 999999),
+         dt.datetime(1970, 1, 1, 0, 0, 1)],
+    ]  # fmt: skip

@@ -15,6 +15,7 @@ from binlogsync.apply.auditlog import AuditLogStore, checkpoints
 from binlogsync.errors import ApplyError
 from binlogsync.model import Change, Part, Transaction
 from binlogsync.position import Position
+from binlogsync.zerodate import ZeroDate
 
 pytestmark = pytest.mark.unit
 
@@ -139,3 +140,15 @@ def test_a_large_group_rotates_within_itself(tmp_path: Path) -> None:
     again = AuditLogStore(tmp_path, "db1", 300)
     assert [line["after"]["id"] for line in read(tmp_path)] == list(range(1, 41))
     again.close()
+
+
+def test_zero_dates_are_the_servers_text_with_their_type_named(tmp_path: Path) -> None:
+    store = AuditLogStore(tmp_path, "db1", 1 << 20)
+    row = (ZeroDate("date", 2024, 0, 10), ZeroDate("datetime", fsp=6), ZeroDate("timestamp"))
+    change = Change("insert", "shop", "t", ("d", "dtm", "ts"), after=(row,))
+    store.apply([Transaction(pos(1), 1_700_000_000.0, (change,))])
+    [line] = read(tmp_path)
+    assert line["after"] == {"d": "2024-00-10", "dtm": "0000-00-00 00:00:00.000000",
+                             "ts": "0000-00-00 00:00:00"}  # fmt: skip
+    assert line["types"] == {"d": "zero_date", "dtm": "zero_datetime", "ts": "zero_timestamp"}
+    store.close()

@@ -29,6 +29,10 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
     assert redis.target.url == "redis://r:6380/2" and redis.target.ttl == 0
     pg = _load(tmp_path, 'kind = "postgresql"\ncreate_tables = true\n')
     assert pg.target.create_tables and pg.target.url.startswith("postgresql://")
+    assert pg.target.zero_dates == "error"
+    assert (
+        _load(tmp_path, 'kind = "postgresql"\nzero_dates = "epoch"\n').target.zero_dates == "epoch"
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,6 +45,11 @@ def test_an_audit_log_target_with_its_path(tmp_path: Path) -> None:
         ('kind = "auditlog"\n', "path"),
         ('kind = "auditlog"\npath = "a"\nhost = "db"\n', "target.host names a MySQL server"),
         ('path = "a"\n', "target.path is for kind 'auditlog'"),
+        ('zero_dates = "null"\n', "target.zero_dates is for kind 'postgresql'"),
+        (
+            'kind = "postgresql"\nzero_dates = "keep"\n',
+            "target.zero_dates must be one of error, null, epoch",
+        ),
         ('kind = "redis"\nport = 6379\n', "target.port names a MySQL server"),
         ('kind = "redis"\nkey_pattern = "{schema}:{table}"\n', "has no {key}"),
         ('kind = "redis"\nttl = 0\n', "target.ttl must be > 0"),

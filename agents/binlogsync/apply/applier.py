@@ -19,7 +19,8 @@ concurrent skip, and in the target's own binlog it comes before the rows, so tha
 capture recognises our transactions from their first event (loop prevention).
 
 Sessions on the target: time_zone '+00:00' (TIMESTAMPs travel as naive UTC), the server's
-sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0), autocommit off, utf8mb4.
+sql_mode plus NO_AUTO_VALUE_ON_ZERO (id 0 replays as 0) and with zero dates allowed
+(`session_sql_mode`), autocommit off, utf8mb4.
 
 Net-change apply: a group of two or more transactions is first reduced to its net effect per
 table and primary key (`reduce.py`: a few multi-row deletes and upserts per table instead of a
@@ -68,6 +69,23 @@ from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, Statemen
 from .targettables import TargetTables, context
 
 log = logging.getLogger("binlogsync.apply")
+
+
+# Modes that refuse dates the origin stored: zero dates, dates with a zero part, and (strict
+# mode without ALLOW_INVALID_DATES) a day past its month's end. TRADITIONAL is listed beside
+# its members on MariaDB, and setting it again would bring them back.
+_REFUSING_DATES = frozenset({"NO_ZERO_DATE", "NO_ZERO_IN_DATE", "TRADITIONAL"})
+_ADDED_MODES = ("NO_AUTO_VALUE_ON_ZERO", "ALLOW_INVALID_DATES")
+
+
+def session_sql_mode(server_mode: str) -> str:
+    """The apply session's sql_mode from the server's global one: the same modes, plus
+    NO_AUTO_VALUE_ON_ZERO (an id 0 replays as 0) and ALLOW_INVALID_DATES, without the modes
+    that refuse zero, partial or invalid dates. What the origin stored lands as it is, as a
+    replica applies row events whatever its sql_mode; the applications' own sessions on the
+    target keep the server's rules."""
+    modes = [m for m in server_mode.upper().split(",") if m and m not in _REFUSING_DATES]
+    return ",".join([*modes, *(m for m in _ADDED_MODES if m not in modes)])
 
 
 def _scheme_back(origin: str, base: Position | None, position: Position) -> ApplyError:
@@ -736,10 +754,10 @@ class Applier:
             raise self._translate(exc, None, None, None) from exc
         try:
             with conn.cursor() as cur:
-                cur.execute(
-                    "SET SESSION time_zone = '+00:00', sql_mode = CONCAT_WS(',', "
-                    "NULLIF(@@GLOBAL.sql_mode, ''), 'NO_AUTO_VALUE_ON_ZERO')"
-                )
+                cur.execute("SELECT @@GLOBAL.sql_mode")
+                found = cur.fetchone()
+                mode = session_sql_mode(str(found[0] if found else ""))
+                cur.execute("SET SESSION time_zone = '+00:00', sql_mode = %s", (mode,))
                 cur.execute("SELECT @@max_allowed_packet, @@SESSION.sql_mode")
                 row = cur.fetchone()
             packet = int(row[0]) if row else 16 * 1024 * 1024

@@ -21,9 +21,12 @@ One line per row change (an update's before and after together), a truncate or a
 Values keep their exact types: JSON numbers for integers and floats, strings for text, and
 for the rest a string whose type is named in `types`: `decimal` (every digit, as text),
 `bytes` (base64), `datetime` / `date` (ISO 8601), `time` (`[-]HH:MM:SS.ffffff`, beyond 24 h
-as MySQL allows), `set` (a JSON list). `n` numbers the lines of one transaction. A transaction that arrives in
-parts (a large one) is written part by part: its change lines carry `"commit_time": null`, and
-a closing `{"kind": "commit", "commit_time": …}` line gives it once the last part is there.
+as MySQL allows), `set` (a JSON list), and `zero_date` / `zero_datetime` / `zero_timestamp`
+for a date that is no calendar date (zero, partial or invalid), as the server's text, which an
+ISO 8601 parser refuses: `"0000-00-00 00:00:00.000000"`, `"2024-00-10"` (zerodate.py). `n`
+numbers the lines of one transaction. A transaction that arrives in parts (a large one) is
+written part by part: its change lines carry `"commit_time": null`, and a closing
+`{"kind": "commit", "commit_time": …}` line gives it once the last part is there.
 
 A repair cannot rewind a log that is a record: repairs are refused. A seed may start an empty
 log: its rows are written as `snapshot` lines at the seed's position.
@@ -44,6 +47,7 @@ from typing import IO, Any
 from ..errors import ApplyError, BinlogsyncError, ConfigError
 from ..model import Change, Part, Transaction
 from ..position import Position, comparable
+from ..zerodate import ZeroDate
 
 FILE = re.compile(r"^audit-(\d{6})\.jsonl$")
 CHECKPOINT = "checkpoint.json"
@@ -73,6 +77,8 @@ def encode(value: Any) -> tuple[Any, str | None]:
         return _time(value), "time"
     if isinstance(value, set | frozenset):
         return sorted(value), "set"
+    if isinstance(value, ZeroDate):
+        return value.text, f"zero_{value.kind}"
     raise ApplyError(f"the audit log cannot encode a {type(value).__name__} value")
 
 

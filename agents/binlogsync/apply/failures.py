@@ -7,6 +7,7 @@ that the origin accepted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from .. import mysql
@@ -19,7 +20,18 @@ from ..errors import (
     UnreachableError,
 )
 from ..position import Position
+from ..zerodate import is_zero_date_text
 from .targettables import context
+
+_QUOTED_VALUE = re.compile(r"value: '([^']*)'")
+
+
+def _refused_zero_date(cause: str) -> bool:
+    """Whether a refused value (MariaDB/MySQL: "Incorrect datetime value: '…' for column …")
+    is a date that is no calendar date."""
+    found = _QUOTED_VALUE.search(cause)
+    return found is not None and is_zero_date_text(found[1])
+
 
 GRANTS = (
     "the account needs SELECT, INSERT, UPDATE, DELETE on the routed tables and CREATE, "
@@ -89,6 +101,20 @@ def translate(
                 table,
                 "make the target table's columns match the origin's (extra target columns "
                 "need a default); apply resumes by itself",
+            ),
+        )
+    if kind == "value" and _refused_zero_date(cause):
+        return SchemaMismatchError(
+            prefix + "the target column refused a date that is no calendar date (zero, "
+            f"partial or invalid), as the origin stored it: {cause}",
+            with_ddl(
+                schema,
+                table,
+                "the apply session already allows such dates (its sql_mode has no "
+                "NO_ZERO_DATE or NO_ZERO_IN_DATE and has ALLOW_INVALID_DATES), so the column's "
+                "type refuses it: a TIMESTAMP holds the zero TIMESTAMP but no partial or "
+                "invalid date; give the target column the origin's type (ALTER TABLE … "
+                "MODIFY), or correct the value on the origin; apply resumes by itself",
             ),
         )
     if kind == "value":

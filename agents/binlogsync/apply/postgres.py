@@ -13,6 +13,11 @@ table lacks stops apply with the table and column named.
 
 Sessions: time zone UTC (MySQL TIMESTAMPs travel as naive UTC and go to `timestamptz`;
 DATETIMEs are wall-clock values and go to `timestamp`), synchronous commit on.
+
+A zero, partial or invalid date (`0000-00-00`, `2024-00-10`: zerodate.py) has no PostgreSQL
+date; `zero_dates` says what happens to one bound for a date or timestamp column: `error` (apply
+stops naming the table, the column and the value), `null`, or `epoch` (1970-01-01, midnight UTC
+for a timestamptz). A text column takes its exact text.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tabledef import TableDef
 from ..tls import TlsSettings
+from ..zerodate import ZeroDate, is_zero_date_text
 from .store import HeldParts, plan_group, repair_checkpoint
 
 SETUP = (
@@ -125,6 +131,11 @@ def _safe(url: str) -> str:
 
 COPY_ROWS = 500  # a batch at least this long goes through COPY (catch-up)
 _DATE_TYPES = ("date", "timestamp without time zone", "timestamp with time zone")
+_EPOCHS = {
+    "date": dt.date(1970, 1, 1),
+    "timestamp without time zone": dt.datetime(1970, 1, 1),
+    "timestamp with time zone": dt.datetime(1970, 1, 1, tzinfo=dt.UTC),
+}
 
 
 @dataclass
@@ -139,9 +150,11 @@ class PostgresStore:
     def __init__(
         self, url: str, origin: str, create_tables: bool = False, password: str = "",
         epoch: str | None = None, tls: TlsSettings = tls_settings.DEFAULT,
+        zero_dates: str = "error",
     ) -> None:  # fmt: skip
         self.url, self.origin, self.create_tables, self.epoch = url, origin, create_tables, epoch
         self.password, self.tls = password, tls
+        self.zero_dates = zero_dates  # config.ZERO_DATE_MODES
         self._conn: psycopg.Connection[Any] | None = None
         self._tables: dict[str, _Table] = {}
         self._definitions: dict[str, TableDef] = {}
@@ -417,13 +430,8 @@ class PostgresStore:
                 )
             elif isinstance(value, bytes) and kind in ("bigint", "numeric", "integer", "smallint"):
                 value = int.from_bytes(value, "big")  # BIT, as a seed reads it
-            elif isinstance(value, str) and kind in _DATE_TYPES:
-                raise ApplyError(
-                    f"{table.name}.{column}: the origin's value {value!r} is no date "
-                    "PostgreSQL can hold (a zero or partial date)",
-                    "fix the row on the origin (NO_ZERO_DATE), or make the column text on the "
-                    "target",
-                )
+            elif isinstance(value, ZeroDate) or (isinstance(value, str) and kind in _DATE_TYPES):
+                value = self._zero_date(table, column, kind, value)
             elif isinstance(value, dt.datetime) and kind == "timestamp with time zone":
                 value = value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value
             elif isinstance(value, str) and "\x00" in value:
@@ -434,6 +442,34 @@ class PostgresStore:
                 )
             out.append(value)
         return out
+
+    def _zero_date(self, table: _Table, column: str, kind: str, value: ZeroDate | str) -> Any:
+        """A zero, partial or invalid date as `zero_dates` says (module doc). Text in a date
+        column is a repair's or an older seed's row read by PyMySQL, which leaves such dates
+        as text; any other text there is left to PostgreSQL to read."""
+        text = value.text if isinstance(value, ZeroDate) else value
+        if kind not in _DATE_TYPES:
+            return text  # a text column holds it exactly
+        if isinstance(value, str) and not is_zero_date_text(value):
+            return value
+        if self.zero_dates == "epoch":
+            return _EPOCHS[kind]
+        if self.zero_dates == "null" and column not in table.key:
+            return None
+        if self.zero_dates == "null":
+            raise ApplyError(
+                f"{table.name}.{column}: the origin's value {text!r} is no date PostgreSQL can "
+                'hold, and zero_dates = "null" cannot put NULL into a primary key column',
+                'set [target] zero_dates = "epoch", make the column text on the target (it then '
+                "holds the exact text), or correct the rows on the origin",
+            )
+        raise ApplyError(
+            f"{table.name}.{column}: the origin's value {text!r} is no date PostgreSQL can hold "
+            "(a zero, partial or invalid date)",
+            'set [target] zero_dates = "null" or "epoch" to map such dates, make the column '
+            "text on the target (it then holds the exact text), or correct the rows on the "
+            "origin (NO_ZERO_DATE, NO_ZERO_IN_DATE keep new ones out)",
+        )
 
     # -- tables -------------------------------------------------------------------------------
     def _table(self, cur: psycopg.Cursor[Any], schema: str, name: str) -> _Table:

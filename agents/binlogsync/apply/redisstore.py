@@ -5,10 +5,11 @@ A row of `schema.table` is the hash at `key_pattern` (default `{schema}:{table}:
 `{key}` is the primary key's values joined by `:`), one field per non-NULL column (a NULL
 column is an absent field). Values are strings as Redis holds them: integers and decimals in
 their digits, floats by `repr`, bytes as they are (Redis is binary-safe), dates and times in
-ISO 8601 (`time` as `[-]HH:MM:SS.ffffff`), sets joined by `,` in the definition's order. Inserts and updates write the
-whole row image (the hash is replaced), deletes delete the key, an update that changes the
-key moves it, a truncate deletes the table's keys; `ttl` > 0 gives every written key that
-expiry. DDL changes nothing but the stored definition.
+ISO 8601 (`time` as `[-]HH:MM:SS.ffffff`; a zero, partial or invalid date as the server's
+text, `0000-00-00 00:00:00`, `2024-00-10`), sets joined by `,` in the definition's order.
+Inserts and updates write the whole row image (the hash is replaced), deletes delete the key,
+an update that changes the key moves it, a truncate deletes the table's keys; `ttl` > 0 gives
+every written key that expiry. DDL changes nothing but the stored definition.
 
 A row's key needs the table's primary key, which row events do not carry: it comes from the
 table's definition, which a seed (`binlogsync seed`, its first chunk per table) and every DDL
@@ -38,6 +39,7 @@ from ..model import Change, Part, Transaction
 from ..position import Position
 from ..tabledef import TableDef
 from ..tls import TlsSettings
+from ..zerodate import ZeroDate
 from .auditlog import _time
 from .store import HeldParts, plan_group, repair_checkpoint
 
@@ -58,6 +60,8 @@ def text(value: Any) -> bytes | str:
         return _time(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
+    if isinstance(value, ZeroDate):
+        return value.text
     raise ApplyError(f"a Redis target cannot store a {type(value).__name__} value")
 
 

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from ..errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
 from ..model import Change, Row
 from ..position import Position
+from ..zerodate import ZeroDate
 
 MAX_IDENTIFIER = 64
 DEFAULT_MAX_ROWS = 2000
@@ -106,7 +107,9 @@ def convert(value: Any) -> Any:
     at a quarter of its cost; TIMESTAMPs arrive as naive UTC and the session time zone is
     +00:00, and an aware datetime is converted to UTC first. timedelta (TIME) becomes
     '[-]HH:MM:SS.ffffff'; a SET becomes its sorted members joined by ','; BIT arrives as int;
-    bool becomes 0/1; a JSON document decoded to dict/list is dumped back to JSON text.
+    bool becomes 0/1; a JSON document decoded to dict/list is dumped back to JSON text. A zero,
+    partial or invalid date (zerodate.py) becomes the server's text ('0000-00-00 00:00:00'),
+    which the apply session's sql_mode lets in (applier.py).
     """
     kind = type(value)
     if kind in _PASS:
@@ -117,6 +120,8 @@ def convert(value: Any) -> Any:
         return value.isoformat(" ")
     if isinstance(value, dt.date):
         return value.isoformat()
+    if kind is ZeroDate:
+        return value.text
     if kind is bool:
         return int(value)
     if isinstance(value, dt.timedelta):

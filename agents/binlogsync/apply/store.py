@@ -147,6 +147,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             config.database.password,
             epoch,
             tls=config.database.tls,
+            zero_dates=config.zero_dates,
         )
     if config.kind == "redis":
         from .redisstore import RedisStore

@@ -73,7 +73,7 @@ from pymysqlreplication.row_event import (
 from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import CaptureHalted, PreflightError, UnreachableError
-from ..model import Change, Part, Transaction
+from ..model import Change, ChangeKind, Part, Row, Transaction
 from ..position import GtidState, Position, state_text
 from ..tabledef import describe
 from ..tables import TableFilter
@@ -86,8 +86,9 @@ from .ddl import (
     table_renames,
 )
 from .events import EventSource, RawGtid, RawRows, RawXid
-from .tablemap import TableMapCache
-from .values import TableShape
+from .rowdecode import RowsDecoder
+from .tablemap import CHECKSUM_ATTRIBUTE, TableMapCache
+from .values import LOST, TableShape
 
 log = logging.getLogger(__name__)
 
@@ -385,18 +386,45 @@ class BinlogReader:
         except PreflightError as exc:
             self._halt(group, event, exc.message, exc.fix)
             return None
-        if isinstance(event, UpdateRowsEvent):
-            rows = event.rows
-            before = tuple(shape.row(r["before_values"], r["before_none_sources"]) for r in rows)
-            after = tuple(shape.row(r["after_values"], r["after_none_sources"]) for r in rows)
-            change = Change("update", schema, table, shape.columns, before, after)
-        else:
-            image = tuple(shape.row(r["values"], r["none_sources"]) for r in event.rows)
-            if isinstance(event, WriteRowsEvent):
-                change = Change("insert", schema, table, shape.columns, (), image)
-            else:
-                change = Change("delete", schema, table, shape.columns, image)
+        failed: ValueError | None = None
+        try:
+            before, after = _library_images(event, shape)
+            lost = _lost_column(shape, before + after)
+        except ValueError as exc:  # the library raises on a DATE past its month's end
+            before, after, lost, failed = (), (), "", exc
+        if lost is not None:
+            images = self._decode_again(event)
+            if images is None:
+                if failed is not None:
+                    raise failed
+                self._halt(
+                    group,
+                    event,
+                    f"{schema}.{table}.{lost} holds a date that is no calendar date (zero, "
+                    "partial or invalid), in a table whose rows python-mysql-replication reads "
+                    "(a column type binlogsync's decoder leaves to it: a pre-5.6 temporal type, "
+                    "the old DECIMAL, MySQL's binary JSON), and it cannot keep such a date",
+                    f"rebuild {schema}.{table} in the current formats on the origin (ALTER "
+                    "TABLE … FORCE converts pre-5.6 temporal columns), or make the value a real "
+                    "date or NULL",
+                )
+                return None
+            before, after = images
+        kind: ChangeKind = "update" if isinstance(event, UpdateRowsEvent) else (
+            "insert" if isinstance(event, WriteRowsEvent) else "delete"
+        )  # fmt: skip
+        change = Change(kind, schema, table, shape.columns, before, after)
         return self._append(group, change, event.packet.event_size)
+
+    def _decode_again(self, event: Any) -> tuple[tuple[Row, ...], tuple[Row, ...]] | None:
+        """The images of a Rows event the library read, decoded from its bytes by rowdecode.py
+        (which keeps the dates the library loses); None when that decoder cannot read it."""
+        decoder = RowsDecoder.of(event.table_map[event.table_id])
+        if decoder is None:
+            return None
+        data = event.packet.packet.get_all_data()
+        end = len(data) - 4 if getattr(self._stream, CHECKSUM_ATTRIBUTE, None) else len(data)
+        return decoder.decode(data[5], data, 20, end)
 
     def _on_raw_rows(self, event: RawRows, group: _Group) -> Part | None:
         """A Rows event events.py read and decoded (if its table is routed)."""
@@ -622,6 +650,25 @@ class BinlogReader:
         self.table_maps.attach(self._stream)
         self._file = self.start.file
         return self._stream
+
+
+def _library_images(event: Any, shape: TableShape) -> tuple[tuple[Row, ...], tuple[Row, ...]]:
+    """(before, after) images of a Rows event as the library decoded it, through `shape`."""
+    if isinstance(event, UpdateRowsEvent):
+        rows = event.rows
+        before = tuple(shape.row(r["before_values"], r["before_none_sources"]) for r in rows)
+        after = tuple(shape.row(r["after_values"], r["after_none_sources"]) for r in rows)
+        return before, after
+    image = tuple(shape.row(r["values"], r["none_sources"]) for r in event.rows)
+    return ((), image) if isinstance(event, WriteRowsEvent) else (image, ())
+
+
+def _lost_column(shape: TableShape, rows: tuple[Row, ...]) -> str | None:
+    """The first column whose date the library lost in `rows` (values.py's LOST), or None."""
+    for i, name in shape.dates:
+        if any(row[i] is LOST for row in rows):
+            return name
+    return None
 
 
 def _load_data_statement(event: Any) -> tuple[str, str] | None:

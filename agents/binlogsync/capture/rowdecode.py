@@ -21,11 +21,16 @@ real MariaDB. In particular:
 - strings decoded with the codec the library picks for the column's character set; binary
   strings as bytes (BINARY(n) padded back to n, empty ones b''); a character set Python has
   no codec for keeps its bytes (and an empty value is '', as in the library);
-- DATE / DATETIME(n) with a zero or invalid date: None; TIMESTAMP(n) 0: 1970-01-01;
-  TIME(n) negative with values.py's fix; YEAR 0000: 0; ENUM index 0: ''; an empty SET: set();
+- TIME(n) negative with values.py's fix; YEAR 0000: 0; ENUM index 0: ''; an empty SET: set();
   BIT: int; GEOMETRY: bytes; MariaDB's JSON (a LONGTEXT): str.
-- what makes the library raise (a DATE like 2004-04-31 written under ALLOW_INVALID_DATES,
-  an ENUM index past its values, bytes its codec rejects) raises ValueError here.
+- what makes the library raise (an ENUM index past its values, bytes its codec rejects)
+  raises ValueError here.
+
+Except for dates that are no calendar date, where the library loses the value (a zero or
+partial DATE / DATETIME(n) comes out as None, the zero TIMESTAMP(n) as 1970-01-01 00:00:00,
+and a DATE like 2004-04-31, written under ALLOW_INVALID_DATES, makes it raise): here each is a
+`ZeroDate` of its stored parts (zerodate.py), as SELECT shows it. Where the library lost the
+value, values.py marks it `LOST` and reader.py takes this decoder's rows instead.
 
 Truncated or corrupt events raise ValueError. Values are read up to `end`; a row that runs
 past it may have looked at the bytes after it (the checksum) before the check at the row's
@@ -51,6 +56,7 @@ from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent
 
 from ..model import Row
+from ..zerodate import ZeroDate
 from .values import _fix_float, _fix_negative_time
 
 _V1 = (BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V1)
@@ -163,56 +169,64 @@ def _time2_reader(fsp: int) -> Callable[[bytes, int], datetime.timedelta]:
     return read
 
 
-def _datetime2_reader(fsp: int) -> Callable[[bytes, int], datetime.datetime | None]:
+def _datetime2_reader(fsp: int) -> Callable[[bytes, int], datetime.datetime | ZeroDate]:
     size = _fsp_size(fsp)
     from_bytes = int.from_bytes
     make = datetime.datetime
 
-    def read(data: bytes, p: int) -> datetime.datetime | None:
+    def read(data: bytes, p: int) -> datetime.datetime | ZeroDate:
         value = from_bytes(data[p : p + 5], "big")
         year_month = (value >> 22) & 0x1FFFF
-        try:
-            t = make(
-                year_month // 13,
-                year_month % 13,
-                (value >> 17) & 0x1F,
-                (value >> 12) & 0x1F,
-                (value >> 6) & 0x3F,
-                value & 0x3F,
-            )
-        except ValueError:
-            return None  # zero dates and the like, as the library has it
+        parts = (
+            year_month // 13,
+            year_month % 13,
+            (value >> 17) & 0x1F,
+            (value >> 12) & 0x1F,
+            (value >> 6) & 0x3F,
+            value & 0x3F,
+        )
+        micros = 0
         if size:
             micros = _fsp_value(from_bytes(data[p + 5 : p + 5 + size], "big", signed=True), fsp)
-            if micros > 0:
-                t = t.replace(microsecond=micros)
+        try:
+            t = make(*parts)
+        except ValueError:
+            return ZeroDate("datetime", *parts, max(micros, 0), fsp)
+        if micros > 0:
+            t = t.replace(microsecond=micros)
         return t
 
     return read
 
 
-def _timestamp2_reader(fsp: int) -> Callable[[bytes, int], datetime.datetime]:
+def _timestamp2_reader(fsp: int) -> Callable[[bytes, int], datetime.datetime | ZeroDate]:
     size = _fsp_size(fsp)
     from_bytes = int.from_bytes
     timedelta = datetime.timedelta
+    zero = ZeroDate("timestamp", fsp=fsp)
 
-    def read(data: bytes, p: int) -> datetime.datetime:
-        t = _EPOCH + timedelta(seconds=from_bytes(data[p : p + 4], "big", signed=True))
+    def read(data: bytes, p: int) -> datetime.datetime | ZeroDate:
+        seconds = from_bytes(data[p : p + 4], "big", signed=True)
+        micros = 0
         if size:
             micros = _fsp_value(from_bytes(data[p + 4 : p + 4 + size], "big", signed=True), fsp)
-            if micros > 0:
-                t = t.replace(microsecond=micros)
+        if not seconds and micros <= 0:  # a TIMESTAMP's range starts one second later
+            return zero
+        t = _EPOCH + timedelta(seconds=seconds)
+        if micros > 0:
+            t = t.replace(microsecond=micros)
         return t
 
     return read
 
 
-def _read_date(data: bytes, p: int) -> datetime.date | None:
+def _read_date(data: bytes, p: int) -> datetime.date | ZeroDate:
     value = data[p] | data[p + 1] << 8 | data[p + 2] << 16
     year, month, day = value >> 9 & 0x7FFF, value >> 5 & 0xF, value & 0x1F
-    if not (year and month and day):
-        return None
-    return datetime.date(year, month, day)
+    try:
+        return datetime.date(year, month, day)
+    except ValueError:
+        return ZeroDate("date", year, month, day)
 
 
 # -- code generation -----------------------------------------------------------------------

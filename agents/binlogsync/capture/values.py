@@ -18,8 +18,14 @@ Each correction was verified against MariaDB 10.11 (tests/integration/test_captu
 - MySQL binary JSON comes out as dict/list with bytes keys and strings: turned into JSON text.
   (MariaDB's JSON is LONGTEXT and arrives as str already.)
 
-Not corrected: zero dates (`0000-00-00`, DATETIME/DATE) come out as None, TIMESTAMP zero as
-1970-01-01 00:00:00.
+- The zero TIMESTAMP came out as 1970-01-01 00:00:00: a `ZeroDate` (zerodate.py). That
+  moment UTC is not a TIMESTAMP a server stores (its range starts a second later), so the
+  correction cannot take a real value for a zero one.
+
+Lost, not corrected: a zero or partial DATE / DATETIME (`0000-00-00`, `2024-00-10`) or an
+invalid one (`2004-04-31`, ALLOW_INVALID_DATES) comes out as None, like NULL, and its parts are
+gone. Such a value is marked `LOST` (the library says why a value is None: "out of date range"
+and the like), and reader.py decodes the event again with rowdecode.py, which keeps it.
 
 `TableShape` turns the library's row dicts of one parsed table into our row tuples, applying
 only the corrections its column types need.
@@ -31,15 +37,30 @@ import json
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 from pymysqlreplication.constants import FIELD_TYPE
 
 from ..errors import PreflightError
 from ..model import Row
+from ..zerodate import ZeroDate
 
 _F32 = struct.Struct("<f")
+_EPOCH = datetime(1970, 1, 1)
+# Why the library returned None for a date it could not make a `datetime` of (its NONE_SOURCE).
+_LOST_SOURCES = frozenset({"out of date range", "out of datetime range", "out of datetime2 range"})
+_DATES = (FIELD_TYPE.DATE, FIELD_TYPE.NEWDATE, FIELD_TYPE.DATETIME, FIELD_TYPE.DATETIME2)
+
+
+class _Lost:
+    """The type of `LOST`."""
+
+    def __repr__(self) -> str:
+        return "LOST"
+
+
+LOST: Final = _Lost()  # a date the library could not read: see the module doc
 
 
 def _fix_float(value: Any) -> Any:
@@ -112,8 +133,20 @@ def _fix_json(value: Any) -> Any:
     return value
 
 
+def _zero_timestamp(fsp: int) -> Callable[[Any], Any]:
+    zero = ZeroDate("timestamp", fsp=fsp)
+
+    def fix(value: Any) -> Any:
+        return zero if value == _EPOCH else value
+
+    return fix
+
+
 def _column_fixer(column: Any) -> Callable[[Any], Any] | None:
     kind = column.type
+    if kind in (FIELD_TYPE.TIMESTAMP, FIELD_TYPE.TIMESTAMP2):
+        fsp = int(getattr(column, "fsp", 0) or 0) if kind == FIELD_TYPE.TIMESTAMP2 else 0
+        return _zero_timestamp(fsp)
     if kind == FIELD_TYPE.FLOAT:
         return _fix_float
     if kind == FIELD_TYPE.YEAR:
@@ -139,10 +172,11 @@ class TableShape:
     columns: tuple[str, ...]
     fixers: tuple[tuple[int, Callable[[Any], Any]], ...]
     sets: tuple[tuple[int, str], ...]
+    dates: tuple[tuple[int, str], ...] = ()  # DATE and DATETIME columns: a value may be LOST
 
     @classmethod
     def of(cls, table: Any) -> TableShape:
-        fixers, sets = [], []
+        fixers, sets, dates = [], [], []
         for i, column in enumerate(table.columns):
             if not column.name:
                 raise PreflightError(
@@ -155,10 +189,13 @@ class TableShape:
                 fixers.append((i, fixer))
             if column.type == FIELD_TYPE.SET:
                 sets.append((i, column.name))
-        return cls(tuple(c.name for c in table.columns), tuple(fixers), tuple(sets))
+            if column.type in _DATES:
+                dates.append((i, column.name))
+        columns = tuple(c.name for c in table.columns)
+        return cls(columns, tuple(fixers), tuple(sets), tuple(dates))
 
     def row(self, values: dict[str, Any], none_sources: dict[str, str]) -> Row:
-        if not self.fixers and not self.sets:
+        if not self.fixers and not self.sets and not self.dates:
             return tuple(values.values())
         out = list(values.values())
         for i, fixer in self.fixers:
@@ -167,4 +204,7 @@ class TableShape:
         for i, name in self.sets:
             if out[i] is None and none_sources.get(name) == "empty set":
                 out[i] = set()
+        for i, name in self.dates:
+            if out[i] is None and none_sources.get(name) in _LOST_SOURCES:
+                out[i] = LOST
         return tuple(out)

@@ -159,28 +159,29 @@ class _TableState:
 
 def run(options: Options, spark: Any, started: float | None = None) -> Report:
     """Compare, report (and repair when asked). `spark` is a SparkSession, or a `SparkStart`
-    whose session the plan does not wait for. `started` is when the run began, before Spark
-    started, so the report can give times with and without the wait for Spark."""
+    whose context the plan does not wait for, and whose SQL session the checksum stage does
+    not. `started` is when the run began, before Spark started, so the report can give times
+    with and without the wait for Spark."""
     began = time.monotonic()
     report = Report(options, started if started is not None else began, began)
     try:
         states, ctx = _plan(options, report)
     except BinlogsyncError as exc:
         report.fatal(str(exc))
-        _describe_spark(report, _session(spark, report))
+        _describe_spark(report, _wait(report, spark, "context"))
         return report.finish()
     report.stage("plan", time.monotonic() - began, sum(len(s.chunks) for s in states))
-    session = _session(spark, report)
-    sc = session.sparkContext
-    _describe_spark(report, session)
+    sc = _wait(report, spark, "context")
+    _describe_spark(report, sc)
     connections = options.connections or max(1, min(sc.defaultParallelism, 8))
     report.spark["connections"] = connections
-    session.conf.set("spark.sql.shuffle.partitions", str(connections))
     secrets = passwords.Distributed(sc, ctx.passwords(), is_local(sc.master))
     try:
         _ship(sc, secrets.folder)
         tasks = ctx.without_passwords(secrets.name)
         emitted = _checksum_stage(sc, tasks, states, connections, report)
+        session = _wait(report, spark, "session")
+        session.conf.set("spark.sql.shuffle.partitions", str(connections))
         frame = _rows_stage(session, tasks, emitted, report)
         _record_verified(options, report)
         if options.out is not None:
@@ -199,17 +200,18 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     return report.finish()  # report.release() drops the persisted rows
 
 
-def _session(spark: Any, report: Report) -> Any:
+def _wait(report: Report, spark: Any, what: str) -> Any:
+    """The SparkContext or the SparkSession (`what`) of `spark`; time spent waiting for a
+    starting one counts as Spark's start-up."""
     if isinstance(spark, SparkStart):
         waiting = time.monotonic()
-        session = spark.session()
+        found = spark.context() if what == "context" else spark.session()
         report.spark_wait += time.monotonic() - waiting
-        return session
-    return spark
+        return found
+    return spark.sparkContext if what == "context" else spark
 
 
-def _describe_spark(report: Report, session: Any) -> None:
-    sc = session.sparkContext
+def _describe_spark(report: Report, sc: Any) -> None:
     report.spark = {
         "master": sc.master,
         "app_id": sc.applicationId,

@@ -215,7 +215,7 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
         report = run(options, spark, started)  # type: ignore[arg-type]
         report.release()
     finally:
-        spark.stop()
+        spark.stop(wait=False)  # the command exits next
     print(report.render(), flush=True)
     return report.exit_code
 

@@ -82,6 +82,7 @@ class ClassCache:
             f"{java_id}|{os.path.realpath(spark_home)}|{spark_version}".encode()
         ).hexdigest()[:16]
         self.folder = folder
+        self.writing = False  # this run's JVM writes the archive as it exits
         self.archive = folder / f"spark-{spark_version}-{digest}.jsa"
         self.making = folder / f"{self.archive.name}.{os.getpid()}.tmp"
 
@@ -92,6 +93,7 @@ class ClassCache:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError:
             return ""  # no cache then: the run is only slower
+        self.writing = True
         return f"-XX:ArchiveClassesAtExit={self.making} {QUIET_CDS}"
 
     def finish(self) -> None:
@@ -130,7 +132,9 @@ class SparkStart:
     def __init__(self, settings: SparkSettings, environ: MutableMapping[str, str]) -> None:
         self.settings = settings
         self.environ = environ
+        self._context: Any = None
         self._session: Any = None
+        self._context_ready = threading.Event()
         self._ready = threading.Event()
         self._owner = False
         self._error: BaseException | None = None
@@ -173,47 +177,79 @@ class SparkStart:
         )
 
     def _start(self) -> None:
+        """Context, then (while the plan and the first chunk queries already use it) the
+        Python workers, the SQL session and Spark SQL's first query."""
         try:
             from pyspark import SparkContext
 
             # A SparkContext that runs already (another run in this process) is not ours to stop.
             self._owner = SparkContext._active_spark_context is None
-            self._session = _build(self.settings, self.environ)
-        except BaseException as exc:  # handed to the caller of session()
+            self._context = _context(self.settings, self.environ)
+        except BaseException as exc:  # handed to the caller of context() or session()
+            self._error = exc
+            self._context_ready.set()
+            self._ready.set()
+            return
+        self._context_ready.set()
+        if self._owner:
+            _warm_workers(self._context)
+        try:
+            from pyspark.sql import SparkSession
+
+            self._session = SparkSession.builder.getOrCreate()  # on this context
+        except BaseException as exc:
             self._error = exc
             self._ready.set()
             return
         self._ready.set()
         if self._owner:
-            _warm(self._session)
+            _warm_sql(self._session)
+
+    def context(self) -> Any:
+        """The SparkContext (waits for it); SparkUnavailable when it could not start."""
+        self._context_ready.wait()
+        self._raise()
+        return self._context
 
     def session(self) -> Any:
-        """The SparkSession (waits for it, not for the warm-up that follows it);
-        SparkUnavailable when it could not start."""
+        """The SparkSession on it (waits for it, not for the warm-up that follows it);
+        SparkUnavailable when Spark could not start."""
         self._ready.wait()
-        if self._error is not None:
-            if isinstance(self._error, ReconcileError):
-                raise self._error
-            raise SparkUnavailable(
-                f"Spark did not start: {type(self._error).__name__}: "
-                f"{str(self._error).strip().splitlines()[0] if str(self._error).strip() else ''}",
-                "check the master URL, Java (17 or later) and the Spark log above",
-            ) from self._error
+        self._raise()
         return self._session
 
-    def stop(self) -> None:
-        """Stop the application; when this process launched the JVM, wait for it to exit
-        (it writes the class archive as it exits)."""
+    def _raise(self) -> None:
+        if self._error is None:
+            return
+        if isinstance(self._error, ReconcileError):
+            raise self._error
+        first = str(self._error).strip().splitlines()[0] if str(self._error).strip() else ""
+        raise SparkUnavailable(
+            f"Spark did not start: {type(self._error).__name__}: {first}",
+            "check the master URL, Java (17 or later) and the Spark log above",
+        ) from self._error
+
+    def stop(self, wait: bool = True) -> None:
+        """Stop the application. When this process launched the JVM: wait for it to exit,
+        or, with `wait` False (a command about to exit), only when it writes the class
+        archive as it exits."""
         self._thread.join()
-        if self._session is None or not self._owner:
+        if self._context is None or not self._owner:
             if self._cache is not None:
                 self._cache.finish()
             return
         from pyspark import SparkContext
 
         gateway = SparkContext._gateway
-        self._session.stop()
         proc = getattr(gateway, "proc", None)
+        writing = self._cache is not None and self._cache.writing
+        wait = wait or writing
+        if wait or under_submit(self.environ) or gateway is None or proc is None:
+            (self._session or self._context).stop()
+        # Else the JVM stops the application itself as it exits, once its stdin closes below
+        # (Spark's shutdown hook: SparkContext.stop, the event log, a cluster's master told):
+        # the command, about to exit, needs nothing more from it and does not wait the second
+        # that takes.
         if gateway is not None and proc is not None and not under_submit(self.environ):
             # The gateway JVM exits when its stdin closes (PythonGatewayServer).
             SparkContext._gateway = None
@@ -224,28 +260,34 @@ class SparkStart:
                 pass
             if proc.stdin is not None:
                 proc.stdin.close()
-            try:
-                proc.wait(timeout=60)
-            except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
-                proc.kill()
+            if wait:  # (a JVM writing the class archive does so as it exits)
+                try:
+                    proc.wait(timeout=120)
+                except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
+                    proc.kill()
         if self._cache is not None:
             self._cache.finish()
 
 
-def _warm(session: Any) -> None:
-    """What every run's first Spark jobs would pay, paid while the plan and the first chunk
-    queries run: the Python workers, with the task modules imported, and Spark SQL's first
-    query (a join like the row stage's) and its codegen. A failure here is left to the run's
-    own jobs to report."""
+def _warm_workers(sc: Any) -> None:
+    """Start the Python workers, with the task modules imported, while the plan runs (the
+    first job would pay it). A failure is left to the run's own jobs to report."""
     try:
-        sc = session.sparkContext
         n = max(1, sc.defaultParallelism)
         sc.parallelize(range(n), n).foreachPartition(_import_task_modules)
+    except Exception:  # noqa: BLE001 - only a warm-up
+        log.debug("Spark warm-up failed", exc_info=True)
+
+
+def _warm_sql(session: Any) -> None:
+    """Spark SQL's first query (a join like the row stage's) and its code generation, while
+    the chunk checksums run."""
+    try:
         left = session.createDataFrame([(0, "a", 1)], "t int, k string, h long")
         right = session.createDataFrame([(0, "b", 2)], "t int, k string, h long")
         left.join(right, ["t", "k"], "full_outer").count()
     except Exception:  # noqa: BLE001 - only a warm-up
-        log.debug("Spark warm-up failed", exc_info=True)
+        log.debug("Spark SQL warm-up failed", exc_info=True)
 
 
 def _import_task_modules(_rows: Any) -> None:
@@ -258,9 +300,8 @@ def _executable() -> str:
     return sys.executable
 
 
-def _build(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
+def _context(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
 
     # pandas 3 makes PySpark warn at its first DataFrame; the job uses no pandas.
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
@@ -297,8 +338,11 @@ def _build(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
     for key, value in defaults.items():
         if key not in explicit and not given.contains(key):
             conf = conf.set(key, value)
+    if "spark.ui.showConsoleProgress" not in explicit:
+        # pyspark's own launch turns the progress bar on; the command prints its own summary
+        conf = conf.set("spark.ui.showConsoleProgress", "false")
     for key, value in settings.conf:
         conf = conf.set(key, value)
-    session = SparkSession.builder.config(conf=conf).getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
-    return session
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("WARN")
+    return sc

@@ -23,6 +23,9 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                                        two workers of one core each (spark-class from the
                                        pyspark wheel), executors on a Python without
                                        binlogsync (the job ships its code)
+                          warm         sent to a `binlogsync reconcile-server` started once for
+                                       the benchmark (local[*]): Spark's start-up is not paid
+                                       per run; --since-last is measured this way too
     PostgreSQL target   (sizes in --postgres-sizes) the replica's rows, differences included,
                         copied into a private PostgreSQL server in binlogsync's type mapping;
                         reconcile source against it (hash sha256, local[*], static pin): the
@@ -183,6 +186,8 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
 
 
 CLUSTER: Any = None  # the SparkCluster of the `cluster` variant, started by main when asked
+SERVER: Any = None  # the `binlogsync reconcile-server` of the `warm` variant (a process)
+SERVER_SOCKET = Path()
 
 
 def reconcile(
@@ -202,8 +207,10 @@ def reconcile(
             f"--conf=spark.pyspark.python={CLUSTER.python}",
         ]
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    elif variant == "warm":
+        options.append(f"--spark-server={SERVER_SOCKET}")
     elif variant != "local":
-        raise SystemExit(f"unknown variant {variant!r}: local, local-first or cluster")
+        raise SystemExit(f"unknown variant {variant!r}: local, local-first, cluster or warm")
     seconds, text, code, rss = timed(
         [
             sys.executable,
@@ -368,7 +375,7 @@ def bench_size(
             if not found:
                 print(f"  run {run}, {h}: reconcile named {named}, injected {injected}\n{text2}")
             line += (
-                f"; reconcile {h} {wall:.2f} s ({work_s:.2f} s without Spark start-up), "
+                f"; reconcile {h} {wall:.2f} s ({work_s:.2f} s without the wait for Spark), "
                 f"all {len(injected)} rows named: {found}"
             )
         print(line, flush=True)
@@ -424,46 +431,53 @@ def since_last(
     """reconcile --since-last after CHANGED rows changed on the source (spread over the whole
     key range, one transaction), with three of them then damaged on the replica behind
     replication's back: all three must be named. The replica is first made equal again and
-    verified by a full run (which records the position the incremental run starts from)."""
+    verified by a full run (which records the position the incremental run starts from). Once
+    as a command of its own (`local`: Spark starts), and, with the warm server running, once
+    sent to it (`warm`)."""
     copy_rows(source, replica, [k[0] for k in injected])
-    times, found_all = [], []
+    modes = ["local", "warm"] if SERVER is not None else ["local"]
+    times: dict[str, list[float]] = {m: [] for m in modes}
+    found_all = []
     step = n // CHANGED
     for run in range(runs):
-        wall, _work, named, _rss, text = reconcile(
-            source, replica, work / f"full-{n}-{run}", "local"
-        )
-        if named:
-            raise SystemExit(f"the replica is not equal before the incremental run:\n{text}")
-        # CHANGED rows change through replication, then three of them go wrong on the replica.
-        sql(source, f"UPDATE t SET flag = flag + 1 WHERE id % {step} = {run}", db="bench")
-        gtid = sql(source, "SELECT @@gtid_binlog_pos")[0][0]
-        assert sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 300)")[0][0] == 0
-        a, b, c = step * 11 + run, step * 5000 + run, step * (CHANGED - 3) + run
-        sql(
-            replica,
-            "SET SESSION sql_log_bin = 0",
-            f"UPDATE t SET nominal = nominal + 1 WHERE id = {a}",
-            f"DELETE FROM t WHERE id = {b}",
-            f"UPDATE t SET note = 'wrong' WHERE id = {c}",
-            db="bench",
-        )
-        wall, _work, named, _rss, text = reconcile(
-            source, replica, work / f"since-{n}-{run}", "local", "--since-last"
-        )
-        expected = {(a,): "changed", (b,): "missing", (c,): "changed"}
-        times.append(wall)
-        found_all.append(named == expected)
-        print(
-            f"  incremental {run + 1}: reconcile --since-last after {CHANGED:,} changed rows "
-            f"{wall:.2f} s, all 3 rows named: {found_all[-1]}",
-            flush=True,
-        )
-        if not found_all[-1]:
-            print(f"  named {named}, expected {expected}\n{text}", flush=True)
-        copy_rows(source, replica, [a, b, c])  # equal again for the next full verification
+        for m, mode in enumerate(modes):
+            round_ = run * len(modes) + m
+            wall, _work, named, _rss, text = reconcile(
+                source, replica, work / f"full-{n}-{round_}", mode
+            )
+            if named:
+                raise SystemExit(f"the replica is not equal before the incremental run:\n{text}")
+            # CHANGED rows change through replication, then three go wrong on the replica.
+            sql(source, f"UPDATE t SET flag = flag + 1 WHERE id % {step} = {round_}", db="bench")
+            gtid = sql(source, "SELECT @@gtid_binlog_pos")[0][0]
+            assert sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 300)")[0][0] == 0
+            a, b, c = step * 11 + round_, step * 5000 + round_, step * (CHANGED - 3) + round_
+            sql(
+                replica,
+                "SET SESSION sql_log_bin = 0",
+                f"UPDATE t SET nominal = nominal + 1 WHERE id = {a}",
+                f"DELETE FROM t WHERE id = {b}",
+                f"UPDATE t SET note = 'wrong' WHERE id = {c}",
+                db="bench",
+            )
+            wall, _work, named, _rss, text = reconcile(
+                source, replica, work / f"since-{n}-{round_}", mode, "--since-last"
+            )
+            expected = {(a,): "changed", (b,): "missing", (c,): "changed"}
+            times[mode].append(wall)
+            found_all.append(named == expected)
+            print(
+                f"  incremental {run + 1} ({mode}): reconcile --since-last after {CHANGED:,} "
+                f"changed rows {wall:.2f} s, all 3 rows named: {found_all[-1]}",
+                flush=True,
+            )
+            if not found_all[-1]:
+                print(f"  named {named}, expected {expected}\n{text}", flush=True)
+            copy_rows(source, replica, [a, b, c])  # equal again for the next verification
     return {
         "changed_rows": CHANGED,
-        "seconds": statistics.median(times),
+        "seconds": statistics.median(times["local"]),
+        "seconds_warm": statistics.median(times["warm"]) if "warm" in times else None,
         "all_found": all(found_all),
         "raw": times,
     }
@@ -503,6 +517,13 @@ def render(results: list[dict[str, Any]], info: dict[str, str]) -> str:
             f"| {inc['seconds'] / r['pt_seconds']:.3f} | | | "
             f"{'yes' if inc['all_found'] else 'NO'} | |"
         )
+        if inc.get("seconds_warm") is not None:
+            lines.append(
+                f"| {r['rows']:,} | {r['pt_seconds']:.2f} s | warm (reconcile-server) "
+                f"--since-last after {inc['changed_rows']:,} changed rows | "
+                f"{inc['seconds_warm']:.2f} s | {inc['seconds_warm'] / r['pt_seconds']:.3f} "
+                f"| | | {'yes' if inc['all_found'] else 'NO'} | |"
+            )
     lines.append(
         f"\nmedians of {results[0]['runs'] if results else 0} runs each; "
         "ratio = reconcile / pt-table-checksum"
@@ -518,8 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument(
         "--variants",
-        default="local,local-first,cluster",
-        help="reconcile runs, in order: local, local-first, cluster (module doc)",
+        default="local,warm,cluster",
+        help="reconcile runs, in order: local, local-first, cluster, warm (module doc)",
     )
     p.add_argument(
         "--postgres-sizes",
@@ -529,7 +550,23 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     info = machine()
-    global CLUSTER
+    global CLUSTER, SERVER, SERVER_SOCKET
+    if "warm" in args.variants.split(","):
+        SERVER_SOCKET = root / "reconcile.sock"
+        SERVER = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "binlogsync.cli",
+                "reconcile-server",
+                f"--socket={SERVER_SOCKET}",
+            ]
+        )
+        deadline = time.monotonic() + 120
+        while not SERVER_SOCKET.exists():
+            if SERVER.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the reconcile server did not start")
+            time.sleep(0.1)
     if "cluster" in args.variants.split(","):
         from binlogsync.devsite.spark_cluster import SparkCluster, bare_python
 
@@ -540,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if CLUSTER is not None:
             CLUSTER.stop()
+        if SERVER is not None:
+            SERVER.terminate()
+            SERVER.wait(60)
     text = render(results, info)
     print("\n" + text)
     if args.json:

@@ -309,6 +309,14 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
+def cmd_reconcile_server(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .reconcile.options import serve
+
+    return serve(Path(args.socket), args.master, args.conf, args.class_cache)
+
+
 def cmd_spark_package(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -610,6 +618,24 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
 
         reconcile_arguments(s)
     s.set_defaults(func=cmd_reconcile)
+
+    s = command(
+        "reconcile-server",
+        "a warm Spark application that runs the reconciliations sent to it with "
+        "`binlogsync reconcile --spark-server SOCKET` (no Spark start-up per run)",
+    )
+    s.add_argument("--socket", required=True, help="the Unix socket to listen at (mode 0600)")
+    s.add_argument("--master", help="Spark master (default local[*])")
+    s.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration"
+    )
+    s.add_argument(
+        "--class-cache",
+        default="~/.cache/binlogsync/spark-cds",
+        metavar="DIR",
+        help="the driver JVM's class-data-sharing archive ('none' for none)",
+    )
+    s.set_defaults(func=cmd_reconcile_server)
 
     s = command(
         "spark-package",

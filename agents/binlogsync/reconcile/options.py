@@ -112,6 +112,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "executors (their Python needs no binlogsync)",
     )
     p.add_argument(
+        "--spark-server",
+        metavar="SOCKET",
+        help="run in the warm Spark application of `binlogsync reconcile-server` at this Unix "
+        "socket instead of starting one (no start-up to pay; reconcile/server.py)",
+    )
+    p.add_argument(
         "--class-cache",
         default=str(CLASS_CACHE),
         metavar="DIR",
@@ -130,6 +136,29 @@ def _pairs(values: Sequence[str], flag: str) -> list[tuple[str, str]]:
         if not sep or not key or not val:
             raise ConfigError(f"{flag} {value!r} is not KEY=VALUE")
         out.append((key, val))
+    return out
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The command line that parses back into `args` (without --spark-server, --master,
+    --conf and --class-cache: the server's application has its own)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    out: list[str] = []
+    skip = {"spark_server", "master", "conf", "class_cache"}
+    for action in parser._actions:
+        if action.dest in skip or not action.option_strings:
+            continue
+        value = getattr(args, action.dest, None)
+        if value is None or value == action.default:
+            continue
+        flag = action.option_strings[0]
+        if isinstance(action, argparse._StoreTrueAction):
+            out.append(flag)
+        elif isinstance(value, list):
+            out.extend(f"{flag}={v}" for v in value)
+        else:
+            out.append(f"{flag}={value}")
     return out
 
 
@@ -203,6 +232,12 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
     from .job import run
     from .sparkapp import SparkSettings, SparkStart
 
+    if args.spark_server:
+        from .server import submit
+
+        options_from(args, environ)  # bad options fail here, before the server is asked
+        return submit(args.spark_server, argv_of(args), environ, args.wait_timeout + 3600)
+
     started = time.monotonic()
     options = options_from(args, environ)
     settings = SparkSettings(
@@ -218,6 +253,32 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
         spark.stop(wait=False)  # the command exits next
     print(report.render(), flush=True)
     return report.exit_code
+
+
+def serve(
+    socket: Path,
+    master: str | None,
+    conf: Sequence[str],
+    class_cache: str,
+    environ: MutableMapping[str, str] | None = None,
+) -> int:
+    """`binlogsync reconcile-server`: start the Spark application, then serve runs until
+    SIGTERM or Ctrl-C (server.py)."""
+    from ..runloop import stop_on_signals
+    from .server import ReconcileServer
+    from .sparkapp import SparkSettings, SparkStart
+
+    environ = os.environ if environ is None else environ
+    settings = SparkSettings(
+        master, tuple(_pairs(conf, "--conf")), _class_cache(class_cache, environ)
+    )
+    server = ReconcileServer(socket, SparkStart(settings, environ), environ)
+    server.bind()  # a socket in use fails before Spark starts
+    stop_on_signals(server.stop)
+    try:
+        return server.run()
+    finally:
+        server.spark.stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

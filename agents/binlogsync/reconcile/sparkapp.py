@@ -148,6 +148,7 @@ class SparkStart:
         thread, so a missing Java or PySpark is a clear error rather than a gateway that
         "exited before sending its port number")."""
         pyspark = _pyspark()
+        logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per gateway connection
         if under_submit(self.environ):
             return
         java = java_command(self.environ)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/apply_rate.py [--runs 5] [--sandbox DIR]
 
-Starts a throwaway MariaDB target (binlogsync.devsite.sandbox), then measures, median of --runs:
+Starts a throwaway MariaDB target (binlogsync_dev.sandbox), then measures, median of --runs:
 
   * single-row INSERT transactions: 10,000 of them, 1,000 per `Applier.apply` call
     (one target transaction each, checkpoint included) -> transactions/s
@@ -31,9 +31,9 @@ import pymysql
 from binlogsync.apply import Applier
 from binlogsync.apply.statements import DEFAULT_MAX_ROWS
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
+from binlogsync_dev.sandbox import Sandbox, Server
 
 ANCHOR_TPS = 9_500.0  # native replica SQL thread, single-row transactions/s
 ANCHOR_ROWS = 240_000.0  # native replica SQL thread, rows/s in 100-row transactions

@@ -36,9 +36,9 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox
 from binlogsync.position import Position, file_number
 from binlogsync.tables import TableFilter
+from binlogsync_dev.sandbox import Sandbox
 
 
 def read_ours(

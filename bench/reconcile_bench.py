@@ -58,7 +58,7 @@ from typing import Any
 
 import pymysql
 
-from binlogsync.devsite.sandbox import Sandbox, Server
+from binlogsync_dev.sandbox import Sandbox, Server
 
 TABLE = """CREATE TABLE t (
     id BIGINT NOT NULL PRIMARY KEY,
@@ -273,7 +273,7 @@ PG_TABLE = (
 
 def postgres_copy(replica: Server) -> Any:
     """A PostgreSQL server holding the replica's rows (its differences included)."""
-    from binlogsync.devsite.pg_sandbox import PgServer
+    from binlogsync_dev.pg_sandbox import PgServer
 
     pg = PgServer().start()  # its own folder: as root it runs as nobody, who needs access
     started = time.monotonic()
@@ -568,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit("the reconcile server did not start")
             time.sleep(0.1)
     if "cluster" in args.variants.split(","):
-        from binlogsync.devsite.spark_cluster import SparkCluster, bare_python
+        from binlogsync_dev.spark_cluster import SparkCluster, bare_python
 
         python = bare_python(root / "bare-python")
         CLUSTER = SparkCluster(root / "spark", workers=2, cores=1, python=python).start()

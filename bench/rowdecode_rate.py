@@ -41,7 +41,7 @@ from binlogsync.capture.rowdecode import RowsDecoder
 from binlogsync.capture.tablemap import CHECKSUM_ATTRIBUTE
 from binlogsync.capture.values import TableShape
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox
+from binlogsync_dev.sandbox import Sandbox
 
 KINDS = {23: "write", 24: "update", 25: "delete", 30: "write", 31: "update", 32: "delete"}
 

@@ -1,11 +1,11 @@
-"""Test kit for the Airflow faces (devsite/airflow_site.py holds the machinery, shared with
+"""Test kit for the Airflow faces (binlogsync_dev/airflow_site.py holds the machinery, shared with
 `./dev airflow` and the demo): `run_dag` prints each dag.test() time for the suite's log."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from binlogsync.devsite.airflow_site import (  # noqa: F401  (re-exported for the tests)
+from binlogsync_dev.airflow_site import (  # noqa: F401  (re-exported for the tests)
     DAGS,
     DagResult,
     DagTest,

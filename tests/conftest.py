@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Sandbox, Server
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Sandbox, Server
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,7 @@ def dbname() -> str:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Spark standalone cluster on loopback (a master, two workers with one core each, a
     history server), whose executors run a Python without binlogsync, PyMySQL or PySpark."""
-    from binlogsync.devsite.spark_cluster import SparkCluster, bare_python
+    from binlogsync_dev.spark_cluster import SparkCluster, bare_python
 
     folder = tmp_path_factory.mktemp("spark-cluster")
     python = bare_python(folder / "bare-python")

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile.job import Options, run
 from binlogsync.reconcile.options import CLASS_CACHE
 from binlogsync.reconcile.recheck import Diff
 from binlogsync.reconcile.report import Report
 from binlogsync.reconcile.sparkapp import SparkSettings, SparkStart
+from binlogsync_dev.sandbox import Server
 
 ROWS = 3000
 

@@ -16,13 +16,13 @@ from binlogsync.binlogservice import events as ev
 from binlogsync.binlogservice import tablemap as tm
 from binlogsync.codec import pack
 from binlogsync.config import BinlogServiceConfig
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Server, free_port
 from binlogsync.hub.log import Entry, HubLog
 from binlogsync.hub.tablemaps import TableMaps
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Server, free_port
 
 USER = "repl"
 PASSWORD = "service-pw"

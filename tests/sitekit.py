@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from binlogsync.apply.postgres import checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import caught_up, differences, origin_gtid
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Server
+from binlogsync_dev.verify import caught_up, differences, origin_gtid
 
 
 def create(servers: list[Server], db: str, *ddl: str) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from airflowkit import base_env, run_dag, site_env
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server
-from binlogsync.devsite.verify import origin_gtid
 from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server
+from binlogsync_dev.verify import origin_gtid
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.airflow

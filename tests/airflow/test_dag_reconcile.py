@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from airflowkit import run_dag, site_env
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Server
 from sitekit import create, pg_site, seed, site, wait_equal
 
 pytestmark = pytest.mark.airflow

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from airflowkit import run_dag, site_env
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.airflow

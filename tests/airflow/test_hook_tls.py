@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.certs import Authority
-from binlogsync.devsite.sandbox import Sandbox, tls_options
+from binlogsync_dev.certs import Authority
+from binlogsync_dev.sandbox import Sandbox, tls_options
 
 pytestmark = pytest.mark.airflow
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from airflowkit import site_env
-from binlogsync.devsite.airflow_site import DagTest
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
 from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.airflow_site import DagTest
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.airflow

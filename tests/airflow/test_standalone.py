@@ -21,9 +21,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
-from binlogsync.devsite.airflow_site import Standalone, migrate, site_env
-from binlogsync.devsite.localsite import LocalSite
-from binlogsync.devsite.sandbox import Server, free_port
+from binlogsync_dev.airflow_site import Standalone, migrate, site_env
+from binlogsync_dev.localsite import LocalSite
+from binlogsync_dev.sandbox import Server, free_port
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.airflow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.docker_kit import Engine
+from binlogsync_dev.docker_kit import Engine
 
 
 @pytest.fixture(scope="session")

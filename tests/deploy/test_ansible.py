@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.docker_kit import CACHE, Engine, debian_image, wheelhouse
-from binlogsync.devsite.localsite import wait_until
+from binlogsync_dev.docker_kit import CACHE, Engine, debian_image, wheelhouse
+from binlogsync_dev.localsite import wait_until
 
 pytestmark = pytest.mark.deploy
 

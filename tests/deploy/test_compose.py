@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.docker_kit import CACHE, ROOT, Engine, debian_image
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import free_port
+from binlogsync_dev.docker_kit import CACHE, ROOT, Engine, debian_image
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import free_port
 
 pytestmark = [pytest.mark.deploy, pytest.mark.timeout(1800)]
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from binlogsync.apply.auditlog import checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import origin_gtid
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Server
+from binlogsync_dev.verify import origin_gtid
 from sitekit import create
 
 pytestmark = pytest.mark.e2e

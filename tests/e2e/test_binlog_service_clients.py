@@ -23,10 +23,10 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 import typeskit
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.hubcommands import fetch_status
 from binlogsync.position import Position
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server
 from servicekit import PASSWORD, USER, connect, scalar, service_site, wait_service
 
 pytestmark = pytest.mark.e2e

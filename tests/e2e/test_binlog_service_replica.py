@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.hubcommands import fetch_status
 from binlogsync.statusview import render
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server
 from servicekit import (
     add_origin,
     connect,

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from binlogsync.apply import checkpoint as checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Server, free_port
-from binlogsync.devsite.verify import caught_up, origin_gtid, table_rows
 from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Server, free_port
+from binlogsync_dev.verify import caught_up, origin_gtid, table_rows
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e

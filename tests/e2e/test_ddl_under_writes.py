@@ -13,8 +13,8 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from binlogsync.devsite.sandbox import Server
 from binlogsync.tabledef import describe
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, target_sql_mode, wait_equal
 
 pytestmark = pytest.mark.e2e

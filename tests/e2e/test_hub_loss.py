@@ -27,10 +27,10 @@ from typing import Any
 import pytest
 
 from binlogsync.apply import checkpoint as checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server
-from binlogsync.devsite.verify import caught_up, differences, origin_gtid
 from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server
+from binlogsync_dev.verify import caught_up, differences, origin_gtid
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e

@@ -14,7 +14,7 @@ from pathlib import Path
 import pymysql
 import pytest
 
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Server
 from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e

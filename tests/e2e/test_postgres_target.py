@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Server
 from sitekit import create, pg_site, seed, wait_pg_caught_up
 from typeskit import COLUMNS, INSERT, NAMES
 from typeskit import row as _row

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from binlogsync.apply.redisstore import checkpoints
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.redis_sandbox import RedisServer
-from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import origin_gtid
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.redis_sandbox import RedisServer
+from binlogsync_dev.sandbox import Server
+from binlogsync_dev.verify import origin_gtid
 from sitekit import create, seed
 from typeskit import COLUMNS, INSERT, ZERO_TEXTS, zero_row
 from typeskit import row as _row

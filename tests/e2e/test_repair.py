@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import LocalSite
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ApplyError
 from binlogsync.hubcommands import send_repair
 from binlogsync.model import Change
 from binlogsync.position import Position
+from binlogsync_dev.localsite import LocalSite
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server, free_port
-from binlogsync.devsite.verify import origin_gtid
 from binlogsync.hubcommands import fetch_status
 from binlogsync.ops.retention import RetentionOptions, binlog_retention
 from binlogsync.reconcile.urls import parse_url
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
+from binlogsync_dev.verify import origin_gtid
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e

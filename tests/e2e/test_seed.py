@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.sandbox import Server
 from sitekit import create, site, target_sql_mode, wait_equal
 
 pytestmark = pytest.mark.e2e

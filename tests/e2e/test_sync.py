@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.hubcommands import fetch_status as fetch
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Sandbox, Server
 from sitekit import create, site, wait_equal
 
 pytestmark = pytest.mark.e2e
@@ -185,7 +185,7 @@ def test_status_json_and_metrics(
 ) -> None:
     create([origin, target], dbname, TRX)
     with site(tmp_path, origin, [target], dbname) as s:
-        from binlogsync.devsite.sandbox import free_port
+        from binlogsync_dev.sandbox import free_port
 
         port = free_port()
         hub_config = s.agents["hub"].config

@@ -19,12 +19,12 @@ import pytest
 from binlogsync import tls
 from binlogsync.apply import postgres as pg_apply
 from binlogsync.apply import redisstore
-from binlogsync.devsite.certs import Authority, Pair
-from binlogsync.devsite.localsite import LocalSite, wait_until
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.redis_sandbox import RedisServer
-from binlogsync.devsite.sandbox import Sandbox, Server, tls_options
-from binlogsync.devsite.verify import origin_gtid
+from binlogsync_dev.certs import Authority, Pair
+from binlogsync_dev.localsite import LocalSite, wait_until
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.redis_sandbox import RedisServer
+from binlogsync_dev.sandbox import Sandbox, Server, tls_options
+from binlogsync_dev.verify import origin_gtid
 from sitekit import create, wait_equal
 
 pytestmark = pytest.mark.e2e

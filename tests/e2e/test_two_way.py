@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import Agent, wait_until
-from binlogsync.devsite.sandbox import Sandbox, Server, free_port
-from binlogsync.devsite.verify import caught_up, differences
 from binlogsync.hubcommands import fetch_status as fetch
+from binlogsync_dev.localsite import Agent, wait_until
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
+from binlogsync_dev.verify import caught_up, differences
 from sitekit import create
 
 pytestmark = pytest.mark.e2e

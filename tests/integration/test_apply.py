@@ -19,7 +19,6 @@ from applykit import Recording
 from binlogsync.apply import Applier, checkpoint, failed_at
 from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server, free_port
 from binlogsync.errors import (
     ApplyError,
     ConstraintError,
@@ -31,6 +30,7 @@ from binlogsync.errors import (
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from binlogsync.apply.pipeline import bind
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.sandbox import Server
 
 VALUES: list[Any] = [
     None, 0, -1, 2**64 - 1, -(2**63), 1.5, -0.0, 1e300, 3.4028234663852886e38,

@@ -17,11 +17,11 @@ from binlogsync.apply.applier import StaleStream
 from binlogsync.client.agent import ClientAgent
 from binlogsync.codec import pack
 from binlogsync.config import ClientConfig, DatabaseSettings, TargetConfig
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import BinlogsyncError
 from binlogsync.model import Change, Part
 from binlogsync.position import Position
 from binlogsync.transport import frames
+from binlogsync_dev.sandbox import Server
 
 pytestmark = pytest.mark.integration
 

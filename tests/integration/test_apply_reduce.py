@@ -18,10 +18,10 @@ from applykit import Recording
 from binlogsync.apply import Applier, failed_at
 from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ConstraintError, MissingTableError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
+from binlogsync_dev.sandbox import Server
 
 pytestmark = pytest.mark.integration
 

@@ -47,7 +47,7 @@ def test_bench_oltp_reports_every_figure_and_draws_the_lag_curves() -> None:
         [
             sys.executable,
             "-m",
-            "binlogsync.cli",
+            "binlogsync_dev",
             "bench",
             "oltp",
             "--tables",

@@ -20,7 +20,7 @@ AGENTS = str(Path(__file__).resolve().parents[2] / "agents")
 def test_bench_apply_postgresql_prints_both_sides() -> None:
     with tempfile.TemporaryDirectory(prefix="bls-pgb-test-") as root:
         done = subprocess.run(
-            [sys.executable, "-m", "binlogsync.cli", "bench", "apply", "--target-kind",
+            [sys.executable, "-m", "binlogsync_dev", "bench", "apply", "--target-kind",
              "postgresql", "--single", "300", "--batches", "5", "--dir", root, "--json"],
             capture_output=True, text=True, timeout=900,
             env={**os.environ, "PYTHONPATH": AGENTS},

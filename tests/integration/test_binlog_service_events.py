@@ -21,9 +21,9 @@ import typeskit
 from binlogsync.binlogservice import rowencode, tablemap
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Server
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync_dev.sandbox import Server
 
 pytestmark = pytest.mark.integration
 

@@ -32,8 +32,8 @@ from pymysqlreplication.row_event import WriteRowsEvent
 
 from binlogsync.binlogservice import server as service_server
 from binlogsync.binlogservice.handshake import scramble_for
-from binlogsync.devsite.localsite import wait_until
 from binlogsync.model import Change
+from binlogsync_dev.localsite import wait_until
 from servicekit import (
     PASSWORD,
     SERVICE_ID,

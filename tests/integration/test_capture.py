@@ -27,12 +27,12 @@ from binlogsync.capture.positions import current_position, earliest_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.capture.values import _fix_negative_time
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server, free_port
 from binlogsync.errors import CaptureHalted, PreflightError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
 
 GOLDEN = Path(__file__).parent / "golden"
 WRITE_TZ = "+05:30"

@@ -26,11 +26,11 @@ from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader, _Group
 from binlogsync.capture.tablemap import check_library
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.errors import CaptureHalted
 from binlogsync.model import Part, Transaction
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync_dev.sandbox import Sandbox, Server
 
 pytestmark = pytest.mark.integration
 

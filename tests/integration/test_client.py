@@ -28,14 +28,14 @@ from binlogsync.config import (
     Security,
     TargetConfig,
 )
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
-from binlogsync.devsite.verify import gtid_seq, origin_gtid
 from binlogsync.hub.server import Hub
 from binlogsync.metrics import HUB_LINK_STATES
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
 from binlogsync.transport import curve, frames
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
+from binlogsync_dev.verify import gtid_seq, origin_gtid
 from hubkit import HubThread, Peer
 from sitekit import create
 

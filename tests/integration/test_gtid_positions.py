@@ -18,11 +18,11 @@ from binlogsync.capture.positions import current_position, gtid_at
 from binlogsync.capture.preflight import check_origin
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server
 from binlogsync.errors import BinlogsyncError, PreflightError, UnreachableError
 from binlogsync.model import Transaction
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync_dev.sandbox import Sandbox, Server
 
 pytestmark = pytest.mark.integration
 _ids = itertools.count(7100)

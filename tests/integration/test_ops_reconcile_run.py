@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.sandbox import Server
 from binlogsync.ops.reconcile_run import (
     ReconcileDifferences,
     ReconcileFailed,
@@ -17,6 +16,7 @@ from binlogsync.ops.reconcile_run import (
     collect,
     keep,
 )
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute, make_table, reconcile, spark_fixture  # noqa: F401
 
 

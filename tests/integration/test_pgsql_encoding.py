@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile import checksums, pgsql, postgres, schema
 from binlogsync.reconcile.checksums import Encoding
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute
 
 pytestmark = pytest.mark.integration

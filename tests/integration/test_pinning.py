@@ -11,8 +11,8 @@ from contextlib import contextmanager
 import pymysql
 import pytest
 
-from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile import pinning
+from binlogsync_dev.sandbox import Server
 from sitekit import create
 
 pytestmark = pytest.mark.integration

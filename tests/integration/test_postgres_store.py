@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from binlogsync.apply.postgres import COPY_ROWS, PostgresStore, checkpoints
-from binlogsync.devsite.pg_sandbox import PgServer
 from binlogsync.errors import ApplyError, MissingTableError, SchemaMismatchError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.pg_sandbox import PgServer
 
 pytestmark = pytest.mark.integration
 

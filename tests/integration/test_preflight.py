@@ -10,10 +10,10 @@ import pytest
 from binlogsync.capture.preflight import check_origin
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Sandbox, Server, free_port
 from binlogsync.errors import PreflightError, UnreachableError
 from binlogsync.position import Position
 from binlogsync.tables import TableFilter
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
 
 pytestmark = pytest.mark.integration
 

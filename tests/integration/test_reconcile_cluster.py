@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute, make_table
 
 pytestmark = pytest.mark.integration

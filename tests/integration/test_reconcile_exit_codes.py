@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute, make_table
 
 pytestmark = pytest.mark.integration

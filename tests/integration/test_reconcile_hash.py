@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from binlogsync.devsite.sandbox import Server
 from binlogsync.reconcile.checksums import Encoding, checksum_sql, row_hashes_sql
 from binlogsync.reconcile.schema import describe, pair
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import ROWS, execute, make_table
 
 pytestmark = pytest.mark.integration

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Server, free_port
 from binlogsync.reconcile.job import Options
+from binlogsync_dev.sandbox import Server, free_port
 from reconcile_kit import (
     ROWS,
     db,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import (
     execute,
     found,

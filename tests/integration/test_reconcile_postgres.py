@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from binlogsync.config import PostgresSettings
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ConfigError
 from binlogsync.reconcile.job import Options, run
 from binlogsync.reconcile.report import Report
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import (
     db,
     execute,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute, make_table
 
 pytestmark = pytest.mark.integration

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from binlogsync.apply.redisstore import RedisStore, checkpoints
-from binlogsync.devsite.redis_sandbox import RedisServer
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ApplyError, MissingTableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.tabledef import describe
+from binlogsync_dev.redis_sandbox import RedisServer
+from binlogsync_dev.sandbox import Server
 from sitekit import create
 
 pytestmark = pytest.mark.integration

@@ -34,8 +34,8 @@ from binlogsync.capture.rowdecode import RowsDecoder
 from binlogsync.capture.tablemap import CHECKSUM_ATTRIBUTE
 from binlogsync.capture.values import LOST, TableShape
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.sandbox import Server
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.sandbox import Server
 
 integration = pytest.mark.integration
 unit = pytest.mark.unit

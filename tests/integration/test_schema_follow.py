@@ -17,13 +17,13 @@ from binlogsync.apply.schemachange import Mode
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
-from binlogsync.devsite.localsite import wait_until
-from binlogsync.devsite.sandbox import Server
 from binlogsync.errors import ProtocolError, SchemaMismatchError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.tabledef import describe
 from binlogsync.tables import TableFilter
+from binlogsync_dev.localsite import wait_until
+from binlogsync_dev.sandbox import Server
 
 pytestmark = pytest.mark.integration
 _ids = itertools.count(7600)

@@ -13,8 +13,8 @@ import pytest
 from binlogsync import codec
 from binlogsync.apply.schemachange import Mode, plan, widens
 from binlogsync.capture.ddl import renamed_columns, table_renames
-from binlogsync.devsite.sandbox import Server
 from binlogsync.tabledef import ColumnDef, TableDef, TableDefError, describe
+from binlogsync_dev.sandbox import Server
 
 integration = pytest.mark.integration
 unit = pytest.mark.unit

@@ -7,9 +7,9 @@ import datetime as dt
 import pytest
 
 from binlogsync.codec import pack, text_conversions, unpack
-from binlogsync.devsite.sandbox import Server
 from binlogsync.seed.rowread import check_library, fetch_all
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.sandbox import Server
 
 COLUMNS = """
     id INT PRIMARY KEY, ti TINYINT, su SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.localsite import wait_until
 from binlogsync.transport.curve import make_keys
+from binlogsync_dev.localsite import wait_until
 
 pytestmark = pytest.mark.integration
 AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code, not an install
@@ -26,6 +26,17 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=60,  # a hang is the bug some of these tests guard against
+        env={**os.environ, "PYTHONPATH": AGENTS},
+    )
+
+
+def _dev(*args: str) -> subprocess.CompletedProcess[str]:
+    """The dev harness's command (`./dev` runs it; not in the wheel)."""
+    return subprocess.run(
+        [sys.executable, "-m", "binlogsync_dev", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "PYTHONPATH": AGENTS},
     )
 
@@ -74,17 +85,17 @@ def test_client_with_a_public_key_as_its_secret_key_exits_2(tmp_path: Path) -> N
 def test_sandbox_start_status_stop_from_the_command_line(tmp_path: Path) -> None:
     folder = tmp_path / "box"
     try:
-        started = _run("sandbox", "start", "--dir", str(folder), "--targets", "0")
+        started = _dev("sandbox", "start", "--dir", str(folder), "--targets", "0")
         assert started.returncode == 0, started.stderr
         assert started.stdout.startswith("origin ")
-        status = _run("sandbox", "status", "--dir", str(folder))
+        status = _dev("sandbox", "status", "--dir", str(folder))
         assert status.returncode == 0 and status.stdout.startswith("origin "), status.stderr
-        stopped = _run("sandbox", "stop", "--dir", str(folder))
+        stopped = _dev("sandbox", "stop", "--dir", str(folder))
         assert stopped.returncode == 0 and "stopped 1 server(s)" in stopped.stdout
-        again = _run("sandbox", "stop", "--dir", str(folder))
+        again = _dev("sandbox", "stop", "--dir", str(folder))
         assert again.returncode == 2 and "no sandbox runs in" in _one_error_line(again)
     finally:
-        _run("sandbox", "stop", "--dir", str(folder))  # whatever a failed assertion left
+        _dev("sandbox", "stop", "--dir", str(folder))  # whatever a failed assertion left
 
 
 def test_hub_whose_port_is_taken_exits_2_naming_hub_bind(tmp_path: Path) -> None:
@@ -101,14 +112,14 @@ def test_hub_whose_port_is_taken_exits_2_naming_hub_bind(tmp_path: Path) -> None
 
 
 def test_sigterm_to_a_benchmark_stops_the_servers_and_agents_it_started() -> None:
-    """`binlogsync bench` and `demo` start servers and agents; a SIGTERM (Ctrl-C in CI, a
+    """`./dev bench` and `./dev demo` (binlogsync_dev) start servers and agents; a SIGTERM (Ctrl-C in CI, a
     timeout) must not leave them running."""
     tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "binlogsync.cli",
+            "binlogsync_dev",
             "bench",
             "large-tx",
             "--sizes",

@@ -1,5 +1,5 @@
 """TLS to every kind of database, against real servers made here with certificates made here
-(devsite/certs.py): MariaDB with --require-secure-transport, PostgreSQL with only hostssl lines,
+(binlogsync_dev/certs.py): MariaDB with --require-secure-transport, PostgreSQL with only hostssl lines,
 Redis on a --tls-port only; and the same clients against servers without TLS. Each case is a
 row of the matrix in docs/tls.md: the engine, the mode, and what must happen (TLS in use,
 cleartext with a log line, or a TlsError naming the setting and the file)."""
@@ -20,12 +20,12 @@ from binlogsync import mysql, tls
 from binlogsync.apply import postgres as pg_apply
 from binlogsync.apply import redisstore
 from binlogsync.config import DatabaseSettings, PostgresSettings
-from binlogsync.devsite.certs import Authority, Pair
-from binlogsync.devsite.pg_sandbox import PgServer
-from binlogsync.devsite.redis_sandbox import RedisServer
-from binlogsync.devsite.sandbox import Sandbox, Server, tls_options
 from binlogsync.errors import DatabaseError, TlsError, UnreachableError
 from binlogsync.reconcile import postgres as pg_reconcile
+from binlogsync_dev.certs import Authority, Pair
+from binlogsync_dev.pg_sandbox import PgServer
+from binlogsync_dev.redis_sandbox import RedisServer
+from binlogsync_dev.sandbox import Sandbox, Server, tls_options
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from binlogsync.cli import _command, main, parser
-from binlogsync.devsite.sandbox import Sandbox
 from binlogsync.errors import UsageError
 from binlogsync.transport.curve import make_keys
+from binlogsync_dev.cli import main as dev_main
+from binlogsync_dev.cli import parser as dev_parser
+from binlogsync_dev.sandbox import Sandbox
 
 pytestmark = pytest.mark.unit
 AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code, not an install
@@ -113,7 +115,10 @@ def _subparsers(p: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser
 def test_every_option_of_every_command_is_described() -> None:
     top = parser()
     commands = _subparsers(top)
-    assert {"server", "client", "keys", "status", "skip", "sandbox", "demo"} <= set(commands)
+    assert {"server", "client", "keys", "status", "skip", "reconcile"} <= set(commands)
+    # The dev harness's commands are not the product's (python -m binlogsync_dev has them).
+    assert not {"sandbox", "demo", "bench", "airflow"} & set(commands)
+    assert {"sandbox", "demo", "bench", "airflow"} <= set(_subparsers(dev_parser()))
     missing = [
         f"{name} {action.option_strings or action.dest}"
         for name, p in [("binlogsync", top), *commands.items()]
@@ -135,7 +140,7 @@ def test_help_shows_defaults() -> None:
     commands = _subparsers(parser())
     status = commands["status"].format_help()
     assert "(default: 5.0)" in status and "(default: info)" in status
-    assert "(default: 1)" in commands["sandbox"].format_help()
+    assert "(default: 1)" in _subparsers(dev_parser())["sandbox"].format_help()
     assert "default: None" not in status  # required options and flags show no default
 
 
@@ -177,14 +182,14 @@ def test_sandbox_commands_on_a_folder_without_one_are_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], action: str
 ) -> None:
     folder = tmp_path / "nothing-here"
-    assert main(["sandbox", action, "--dir", str(folder)]) == 2
+    assert dev_main(["sandbox", action, "--dir", str(folder)]) == 2
     assert f"no sandbox runs in {folder}" in capsys.readouterr().err
     assert not folder.exists()  # a mistyped --dir is not created
     # A sandbox whose servers have all gone (sandbox.json left behind) does not run either.
     folder.mkdir()
     dead = {"name": "origin", "port": 1, "server_id": 1, "datadir": "x", "pid": 2**22 + 1}
     (folder / "sandbox.json").write_text(json.dumps([dead]))
-    assert main(["sandbox", action, "--dir", str(folder)]) == 2
+    assert dev_main(["sandbox", action, "--dir", str(folder)]) == 2
 
 
 def _executable(path: Path, text: str) -> None:
@@ -233,7 +238,7 @@ def test_sandbox_remove_data_keeps_the_logs(tmp_path: Path) -> None:
 
 
 def test_demo_keeps_its_folder_by_default() -> None:
-    assert parser().parse_args(["demo"]).dir == "demo-run"  # listed in .gitignore
+    assert dev_parser().parse_args(["demo"]).dir == "demo-run"  # listed in .gitignore
 
 
 def test_check_config_passes_a_good_file_and_names_the_bad_key(

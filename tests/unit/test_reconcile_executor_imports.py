@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync.devsite.spark_cluster import bare_python
 from binlogsync.reconcile import shipping
+from binlogsync_dev.spark_cluster import bare_python
 
 pytestmark = pytest.mark.unit
 

@@ -10,10 +10,10 @@ import pytest
 
 from binlogsync import tls
 from binlogsync.config import load_client
-from binlogsync.devsite.certs import Authority
 from binlogsync.errors import ConfigError
 from binlogsync.ops.site import database_url
 from binlogsync.reconcile.urls import parse_url
+from binlogsync_dev.certs import Authority
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """The paper's timing test as a lifecycle job: Table 1 measured on throwaway sandbox servers
-beside native replication (devsite/paper_timing.py), kept per run as JSON and a PNG plot.
+beside native replication (binlogsync_dev/paper_timing.py), kept per run as JSON and a PNG plot.
 
 Each run writes, under `out`, `timing-<UTC time>.json` (machine, runs per cell, and per DML and
 statement count our seconds, native seconds, lag and the paper's seconds) and
@@ -16,17 +16,30 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..devsite import paper_timing
 from ..errors import UsageError
 
 DMLS = ("insert", "update", "delete")
+
+
+def _harness() -> Any:
+    """The dev harness's Table 1 (throwaway MariaDB servers); it is in the repository, not in
+    the wheel."""
+    try:
+        from binlogsync_dev import paper_timing
+    except ImportError as exc:
+        raise UsageError(
+            "the paper's timing test runs throwaway MariaDB servers from binlogsync's dev "
+            f"harness (binlogsync_dev), which this installation lacks ({exc})",
+            "run it from a clone of the repository (./dev bench paper), where the harness is",
+        ) from exc
+    return paper_timing
 
 
 @dataclass
 class TimingResult:
     json_path: Path
     png_path: Path
-    cells: list[paper_timing.Cell]
+    cells: list[Any]  # binlogsync_dev.paper_timing.Cell
     runs: int
 
     def to_json(self) -> dict[str, Any]:
@@ -43,6 +56,7 @@ class TimingResult:
 
 def run(out: Path, rows: list[int], runs: int = 1, scratch: str | None = None) -> TimingResult:
     """Measure, then write the JSON and the plot under `out` (made if missing)."""
+    paper_timing = _harness()
     for n in rows:
         if n not in paper_timing.PAPER["insert"]:
             raise UsageError(
@@ -59,11 +73,11 @@ def run(out: Path, rows: list[int], runs: int = 1, scratch: str | None = None) -
     result.json_path.write_text(
         json.dumps({"machine": paper_timing.machine(), **result.to_json()}, indent=2)
     )
-    plot(cells, result.png_path)
+    plot(cells, result.png_path, paper_timing.machine())
     return result
 
 
-def plot(cells: list[paper_timing.Cell], path: Path) -> None:
+def plot(cells: list[Any], path: Path, machine: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display
@@ -82,7 +96,7 @@ def plot(cells: list[paper_timing.Cell], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("seconds until the target is equal")
     fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=8)
-    fig.suptitle(f"The paper's Table 1 measured here — {paper_timing.machine()}", fontsize=9)
+    fig.suptitle(f"The paper's Table 1 measured here — {machine}", fontsize=9)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pymysql
 
-from ..apply import checkpoint as checkpoints
+from binlogsync.apply import checkpoint as checkpoints
+
 from .sandbox import Server
 
 

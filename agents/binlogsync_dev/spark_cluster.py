@@ -25,7 +25,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..errors import SandboxError
+from binlogsync.errors import SandboxError
+
 from .sandbox import free_port
 
 

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..apply import checkpoint as checkpoints
+from binlogsync.apply import checkpoint as checkpoints
+
 from .localsite import LocalSite, wait_until
 from .sandbox import Sandbox, Server
 from .verify import caught_up, differences, gtid_seq, origin_gtid
@@ -243,7 +244,7 @@ def run(root: Path, rows: list[int], runs: int, progress: bool = True) -> list[C
 
 def render(cells: list[Cell], runs: int) -> str:
     lines = [
-        f"binlogsync bench paper — {machine()}; median of {runs} run(s) per cell",
+        f"./dev bench paper — {machine()}; median of {runs} run(s) per cell",
         "seconds: first statement until the target is equal; lag: last statement until equal",
         "",
         f"{'DML':7}{'ROWS':>6}{'OURS s':>9}{'LAG ms':>8}{'NATIVE s':>10}{'OURS/NATIVE':>13}"

@@ -1,4 +1,4 @@
-"""`binlogsync bench seed`: seeding a target through the hub beside dump and restore.
+"""`./dev bench seed`: seeding a target through the hub beside dump and restore.
 
 A realistic orders table (BIGINT key, a secondary index, ENUM, DECIMAL, DATETIME(6), TIMESTAMP,
 VARCHAR of varying length; ~120 bytes a row) is filled on the origin without binlogging it
@@ -26,9 +26,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..config import DatabaseSettings
-from ..seed.progress import Progress
-from ..seed.run import SeedOptions, seed
+from binlogsync.config import DatabaseSettings
+from binlogsync.seed.progress import Progress
+from binlogsync.seed.run import SeedOptions, seed
+
 from .localsite import LocalSite, wait_until
 from .paper_timing import machine
 from .sandbox import Sandbox, Server
@@ -210,7 +211,7 @@ def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
 
 def render(cells: list[Cell]) -> str:
     lines = [
-        f"binlogsync bench seed — {machine()}",
+        f"./dev bench seed — {machine()}",
         "one orders table (~120 B a row, a secondary index); a writer changes it all along;",
         "seed: until the last chunk is applied; in sync: until the changes made meanwhile are too",
         "",

@@ -2,7 +2,7 @@
 loopback TCP and a socket in that folder, trust authentication for local connections only.
 PostgreSQL refuses to run as root, so as root it runs as `nobody` (its folder handed over).
 
-With `tls` (a server certificate and its CA, devsite/certs.py) it runs with `ssl = on`, and
+With `tls` (a server certificate and its CA, binlogsync_dev/certs.py) it runs with `ssl = on`, and
 pg_hba.conf has only `hostssl` lines: TCP without TLS is refused. `client_certs` makes it
 also demand a client certificate signed by that CA whose name is the user (`clientcert =
 verify-full`). Its own connections (`connect`, the start-up wait) then go through the socket

@@ -5,7 +5,7 @@ no system service and no /etc/mysql config (`--no-defaults` first). Servers are 
 everything binlog capture needs (ROW format, FULL row image and metadata, GTID, distinct
 server ids). A template datadir is made once with `mariadb-install-db` and copied per server,
 which is ~6x faster than installing each. The folder's `sandbox.json` records what runs, so a
-later process (`binlogsync sandbox stop`) can stop it. `tls_options` makes a server speak TLS
+later process (`./dev sandbox stop`) can stop it. `tls_options` makes a server speak TLS
 (and refuse cleartext): `box.start("db", 1, *tls_options(ca, cert, key))`; the sandbox's own
 connections negotiate TLS as PyMySQL does by default.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pymysql
 
-from ..errors import SandboxError
+from binlogsync.errors import SandboxError
 
 REPLICATION_USER = "repl"
 REPLICATION_PASSWORD = "repl-sandbox"
@@ -128,7 +128,7 @@ class Sandbox:
         if box is None or not box.servers:
             raise SandboxError(
                 f"no sandbox runs in {folder}",
-                f"check --dir, or start one: binlogsync sandbox start --dir {root}",
+                f"check --dir, or start one: ./dev sandbox start --dir {root}",
             )
         return box
 

@@ -1,4 +1,4 @@
-"""`binlogsync bench binlog-service`: the hub's binlog service, measured with real clients.
+"""`./dev bench binlog-service`: the hub's binlog service, measured with real clients.
 
 One run, on sandbox servers:
 
@@ -378,7 +378,7 @@ def render(result: Result, args: argparse.Namespace) -> str:
     s = summary(result)
     lag, goals = s["lag"], s["goals"]
     lines = [
-        f"binlogsync bench binlog-service — {machine()}",
+        f"./dev bench binlog-service — {machine()}",
         f"sysbench oltp_write_only {args.tables}×{args.table_size:,} rows, {args.threads} "
         f"threads, {args.seconds} s, rate {args.rate or 'unlimited'}: {result.tps:.0f} tx/s, "
         f"{result.transactions:,} "

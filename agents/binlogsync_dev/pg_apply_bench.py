@@ -1,4 +1,4 @@
-"""`binlogsync bench apply --target-kind postgresql`: catching up a backlog into PostgreSQL,
+"""`./dev bench apply --target-kind postgresql`: catching up a backlog into PostgreSQL,
 beside pg_chameleon replicating the same binlog from the same origin.
 
 One throwaway MariaDB origin and one private PostgreSQL server. The table (BIGINT key, INT,
@@ -31,7 +31,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..apply.postgres import checkpoints
+from binlogsync.apply.postgres import checkpoints
+
 from .localsite import LocalSite, wait_until
 from .paper_timing import machine
 from .pg_sandbox import PgServer
@@ -231,7 +232,7 @@ def run(root: Path, single: int, batches: int, chameleon_venv: Path) -> list[Res
             ends.append(_seq(origin_gtid(origin)))
 
         def stored() -> bool:
-            from ..hubcommands import fetch_status
+            from binlogsync.hubcommands import fetch_status
 
             status = fetch_status(hub)
             return any(o["head"] and _seq(o["head"]["gtid"]) >= ends[-1] for o in status["origins"])

@@ -22,8 +22,9 @@ import threading
 import time
 from pathlib import Path
 
-from ..hubcommands import fetch_status as fetch
-from ..statusview import render
+from binlogsync.hubcommands import fetch_status as fetch
+from binlogsync.statusview import render
+
 from . import airflow_site, paper_timing
 from .localsite import LocalSite, wait_until
 from .sandbox import Sandbox, Server

@@ -116,7 +116,7 @@ def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
 
 def render(cells: list[Cell]) -> str:
     lines = [
-        f"binlogsync bench large-tx — {machine()}",
+        f"./dev bench large-tx — {machine()}",
         "one transaction per cell; seconds from the origin's COMMIT until the target is equal;",
         f"peak RSS of each binlogsync agent during that transaction (bound {RSS_BOUND_MB} MB)",
         "",

@@ -40,7 +40,8 @@ from typing import Any
 
 import pymysql
 
-from ..apply import checkpoint as checkpoints
+from binlogsync.apply import checkpoint as checkpoints
+
 from .localsite import LocalSite, wait_until
 from .paper_timing import machine, start_servers
 from .sandbox import Sandbox, Server
@@ -553,7 +554,7 @@ def render(runs: list[Run], args: argparse.Namespace, png: Path) -> str:
         return f"{label:34}{ours:>12{fmt}}{native:>12{fmt}}{r}   {issue}".rstrip()
 
     lines = [
-        f"binlogsync bench oltp — {machine()}; sysbench oltp_write_only, {args.tables} tables × "
+        f"./dev bench oltp — {machine()}; sysbench oltp_write_only, {args.tables} tables × "
         f"{args.table_size:,} rows, {args.threads} threads, {args.seconds} s; "
         f"median of {len(runs)} run(s)",
         f"sysbench during the live phase: {m['tps']:.0f} tx/s ({m['transactions']:,.0f} "

@@ -1,7 +1,7 @@
 """A private redis-server for tests and demos: loopback only, its own folder, append-only
 file fsync'ed on every write (so a target's MULTI/EXEC survives kill -9 of Redis too).
 
-With `tls` (a server certificate and its CA, devsite/certs.py) it listens only on a TLS port
+With `tls` (a server certificate and its CA, binlogsync_dev/certs.py) it listens only on a TLS port
 (`--tls-port`, `--port 0`) and `url` is rediss://; `client_certs` makes it demand a client
 certificate signed by the CA (`--tls-auth-clients yes`), which its own client then uses."""
 

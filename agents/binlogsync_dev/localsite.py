@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import BinlogsyncError
-from ..transport.curve import make_keys
+from binlogsync.errors import BinlogsyncError
+from binlogsync.transport.curve import make_keys
+
 from .sandbox import Server
 
 
@@ -220,7 +221,7 @@ class LocalSite:
 
     def wait_online(self, timeout: float = 30.0) -> None:
         """Wait until the hub sees every agent online (and so the origin is registered)."""
-        from ..hubcommands import fetch_status as fetch
+        from binlogsync.hubcommands import fetch_status as fetch
 
         def online() -> bool:
             try:

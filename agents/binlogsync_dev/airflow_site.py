@@ -24,7 +24,7 @@ from typing import Any
 from .localsite import LocalSite, wait_until
 from .sandbox import Server, free_port
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 DAGS = ROOT / "dags"
 PLUGINS = ROOT / "plugins"
 BIN = Path(sys.executable).parent

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .localsite import wait_until
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("BINLOGSYNC_CACHE", Path.home() / ".cache" / "binlogsync"))
 SUITE = "bookworm"
 

@@ -222,7 +222,7 @@ class AuditLogStore:
                 self._stream = (end, 1, self._offset, 0)
         stream = self._stream
         if stream is None or stream[0] != end or stream[1] != part.number:
-            from .applier import StaleStream
+            from ..engines.base import StaleStream
 
             raise StaleStream(f"part {part.number} of {end} does not continue the stream")
         if stream[2] < 0:

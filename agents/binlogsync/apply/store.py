@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..config import TargetConfig
+from ..engines.base import StaleStream
 from ..errors import ApplyError, ConfigError
 from ..model import Change, Part, Transaction
 from ..position import Position, comparable
-from .applier import StaleStream
 
 
 class TargetStore(Protocol):

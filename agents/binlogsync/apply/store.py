@@ -148,6 +148,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             epoch,
             tls=config.database.tls,
             zero_dates=config.zero_dates,
+            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
         )
     if config.kind == "redis":
         from .redisstore import RedisStore

@@ -431,7 +431,7 @@ class TargetRole:
             return checkpoints(self.config.path)
         require(self.config.kind)
         if self.config.kind == "postgresql":
-            from ..apply.postgres import checkpoints as pg_checkpoints
+            from ..engines.postgresql import checkpoints as pg_checkpoints
 
             return pg_checkpoints(
                 self.config.url, self.config.database.password, self.config.database.tls

@@ -161,6 +161,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             config.database.password,
             epoch,
             tls=config.database.tls,
+            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
         )
     from .applier import Applier
 

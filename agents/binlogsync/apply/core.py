@@ -222,7 +222,7 @@ class Target:
                 stream = self._stream = self._begin_stream(end)
             stream.next += 1
             if stream.session is not None:
-                stream.session.add(part.changes, end)
+                stream.session.add(part.changes, end, part.timestamp, streamed=True)
             if not part.last:
                 return None
             self._stream = None
@@ -239,6 +239,48 @@ class Target:
             if isinstance(exc, ApplyError) and exc.position is None:
                 exc.position = end
             raise
+
+    def skip(self, position: Position, reason: str) -> Position:
+        """Move the checkpoint past `position` on purpose, with a record (`binlogsync skip`).
+
+        Everything up to and including `position` then counts as applied: skip the transaction
+        that an ApplyError names (`failed_at`) once the transactions before it are applied.
+        Refused when `position` is at or below the checkpoint (that transaction is applied
+        already) or in the other position scheme. One target transaction: the record and the
+        checkpoint move commit together; a running agent notices the moved checkpoint at its
+        next write (the compare-and-set) and re-reads it.
+        """
+        if not reason.strip():
+            raise ApplyError("a skip needs a reason", "say why the transaction is skipped")
+        self.abort_stream()
+        session = self.engine.begin(None, False)
+        try:
+            base = session.base
+            if not comparable(base, position):
+                raise ApplyError(
+                    f"origin {self.origin}: the checkpoint on the {self.engine.kind} target is "
+                    f"the GTID state {base}, and {position} is a binlog file position; nothing "
+                    "skipped",
+                    "give the transaction's GTID state, as its error and `binlogsync status` "
+                    "name it (e.g. 0-1-100)",
+                )
+            if base is not None and position.key <= base.key:
+                raise ApplyError(
+                    f"origin {self.origin}: transaction {position} is already applied on the "
+                    f"{self.engine.kind} target (checkpoint {base}); nothing skipped",
+                    "skip only the transaction that fails to apply, as its error names it",
+                )
+            session.set_checkpoint(position, 0, None)
+            session.record_skip(position, reason)
+            session.finish(commit=True)
+        except BaseException:
+            session.abort()
+            self._forget()
+            raise
+        self._checkpoint, self._known = position, True
+        log.warning("origin %s: transaction %s skipped on purpose: %s", self.origin, position,
+                    reason)  # fmt: skip
+        return position
 
     def abort_stream(self) -> None:
         """Drop a transaction arriving in parts (its parts will be sent again)."""
@@ -348,13 +390,13 @@ class Target:
                 # it is, `apply` replays the group unreduced to find the culprit.
                 session.span_from = fresh[0].position
                 try:
-                    session.add(reduced, fresh[-1].position)
+                    session.add(reduced, fresh[-1].position, fresh[-1].timestamp)
                     session.finish(commit=commit and moves)
                 except Exception as exc:
                     raise _ReducedFailed(exc) from exc
             else:
                 for transaction in fresh:
-                    session.add(transaction.changes, transaction.position)
+                    session.add(transaction.changes, transaction.position, transaction.timestamp)
                     if not across:
                         session.flush()
                 session.finish(commit=commit and moves)

@@ -22,12 +22,15 @@ transaction): every group of transactions is one MULTI/EXEC that also writes the
 exactly and a concurrent writer of the same checkpoint is refused. Each change is prepared as
 its transaction is added, so a value Redis cannot hold, or a table without a definition, names
 its transaction. A transaction in parts is held and executed whole with its last part.
+`binlogsync skip` appends {"origin", "position", "reason", "skipped_at"} to the list
+`binlogsync:skipped` in the MULTI/EXEC that moves the checkpoint.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -39,16 +42,16 @@ import redis
 
 from .. import tls as tls_settings
 from ..errors import ApplyError, MissingTableError, UnreachableError
-from ..model import Change
+from ..model import Change, time_text
 from ..position import Position
 from ..tabledef import TableDef
 from ..tls import TlsSettings
 from ..zerodate import ZeroDate
-from .auditlog import _time
 from .core import Mode, Target
 
 CHECKPOINT = "binlogsync:checkpoint"
 TABLES = "binlogsync:table:"
+SKIPPED = "binlogsync:skipped"  # a list of JSON records, oldest first
 
 
 def text(value: Any) -> bytes | str:
@@ -61,7 +64,7 @@ def text(value: Any) -> bytes | str:
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        return _time(value)
+        return time_text(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     if isinstance(value, ZeroDate):
@@ -245,6 +248,7 @@ class RedisSession:
         self.epoch: str | None = None
         self.defined: dict[str, TableDef] = {}  # definitions of this group's DDL
         self.kept: dict[str, Any] = {}  # their wire forms, written with the group
+        self.skips: list[str] = []  # records of explicit skips, written with the group
 
     def set_checkpoint(self, new: Position, count: int, epoch: str | None) -> None:
         self.new, self.epoch = new, epoch
@@ -255,7 +259,18 @@ class RedisSession:
             return None
         return _Plan(tuple(change.columns.index(k) for k in definition.primary_key))
 
-    def add(self, changes: Sequence[Change], position: Position) -> None:
+    def record_skip(self, position: Position, reason: str) -> None:
+        record = {"origin": self.engine.origin, "position": position.to_json(), "reason": reason,
+                  "skipped_at": time.time()}  # fmt: skip
+        self.skips.append(json.dumps(record))
+
+    def add(
+        self,
+        changes: Sequence[Change],
+        position: Position,
+        timestamp: float | None = None,
+        streamed: bool = False,
+    ) -> None:
         try:
             for change in changes:
                 self._prepare(change)
@@ -275,7 +290,10 @@ class RedisSession:
 
         def run(pipe: redis.client.Pipeline) -> None:
             raw = pipe.hget(CHECKPOINT, engine.origin)
-            now = None if raw is None else Position.from_json(json.loads(raw)["position"])
+            stored = None if raw is None else json.loads(raw)
+            now = None if stored is None else Position.from_json(stored["position"])
+            if record["epoch"] is None and stored is not None:
+                record["epoch"] = stored.get("epoch")  # a skip keeps the hub log's epoch
             if now != base:
                 raise ApplyError(
                     f"{engine.origin}'s checkpoint on the Redis target moved from {base} to {now} "
@@ -295,6 +313,8 @@ class RedisSession:
                         pipe.expire(op[1], engine.ttl)
             for name, wire in self.kept.items():
                 pipe.set(TABLES + name, json.dumps(wire))
+            if self.skips:
+                pipe.rpush(SKIPPED, *self.skips)
             pipe.hset(CHECKPOINT, engine.origin, json.dumps(record))
 
         engine.call(lambda: engine.client.transaction(run, CHECKPOINT), "applying a group")

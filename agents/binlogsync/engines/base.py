@@ -22,8 +22,12 @@ two small faces:
                                    engine can (a two-way capture sees the marker first)
                 plan(change)       how the reducer keys this table (None: never reduce it,
                                    e.g. foreign keys or triggers on the target)
-                add(changes, at)   the changes of the transaction at `at`; an engine may merge
-                                   them with the previous transaction's until `flush()`
+                add(changes, at, timestamp, streamed)
+                                   the changes of the transaction at `at` (committed at
+                                   `timestamp`; `streamed`: one part of it, more may follow);
+                                   an engine may merge them with the previous transaction's
+                                   until `flush()`
+                record_skip(at, reason)   the record of an explicit skip (binlogsync skip)
                 finish(commit)     run what is pending; commit, or roll back (a dry run)
                 abort()            roll back after an error
 
@@ -77,7 +81,15 @@ class Session(Protocol):
 
     def plan(self, change: Change, position: Position) -> KeyPlan | None: ...
 
-    def add(self, changes: Sequence[Change], position: Position) -> None: ...
+    def add(
+        self,
+        changes: Sequence[Change],
+        position: Position,
+        timestamp: float | None = None,
+        streamed: bool = False,
+    ) -> None: ...
+
+    def record_skip(self, position: Position, reason: str) -> None: ...
 
     def flush(self) -> None: ...
 

@@ -329,6 +329,14 @@ class MariaDBSession:
             self._end()
             raise self.engine.failure(exc, None, None, None) from exc
 
+    def record_skip(self, position: Position, reason: str) -> None:
+        self.engine._doing = "recording the skip"
+        try:
+            checkpoints.record_skip(self.cursor, self.engine.origin, position, reason)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            self._end()
+            raise self.engine.failure(exc, None, None, None) from exc
+
     def plan(self, change: Change, position: Position) -> KeyPlan | None:
         engine = self.engine
         engine._doing = "reading the table definition"
@@ -340,7 +348,13 @@ class MariaDBSession:
             engine._doing = ""
         return None if layout.foreign_keys or layout.triggers else layout
 
-    def add(self, changes: Sequence[Change], position: Position) -> None:
+    def add(
+        self,
+        changes: Sequence[Change],
+        position: Position,
+        timestamp: float | None = None,
+        streamed: bool = False,
+    ) -> None:
         """Queue the statements of `changes` (all of the transaction at `position`)."""
         engine, cur = self.engine, self.cursor
         builder, pipeline = self.builder, self.pipeline

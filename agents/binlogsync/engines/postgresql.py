@@ -428,7 +428,8 @@ class PostgresSession:
             self.cur.execute(
                 "INSERT INTO binlogsync.checkpoint (origin, position, epoch, applied) "
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (origin) DO UPDATE SET "
-                "position = EXCLUDED.position, epoch = EXCLUDED.epoch, "
+                "position = EXCLUDED.position, epoch = COALESCE(EXCLUDED.epoch, "
+                "binlogsync.checkpoint.epoch), "
                 "applied = binlogsync.checkpoint.applied + EXCLUDED.applied, updated_at = now()",
                 (self.engine.origin, json.dumps(new.to_json()), epoch, count),
             )
@@ -444,7 +445,22 @@ class PostgresSession:
             return None
         return _Plan(tuple(change.columns.index(k) for k in table.key), table.other_unique)
 
-    def add(self, changes: Sequence[Change], position: Position) -> None:
+    def record_skip(self, position: Position, reason: str) -> None:
+        try:
+            self.cur.execute(
+                "INSERT INTO binlogsync.skipped (origin, position, reason) VALUES (%s, %s, %s)",
+                (self.engine.origin, json.dumps(position.to_json()), reason),
+            )
+        except psycopg.Error as exc:
+            raise self.engine.error(exc, "recording the skip") from exc
+
+    def add(
+        self,
+        changes: Sequence[Change],
+        position: Position,
+        timestamp: float | None = None,
+        streamed: bool = False,
+    ) -> None:
         first = self.span_from or position
         for change in changes:
             if change.kind == "ddl":

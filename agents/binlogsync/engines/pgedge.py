@@ -27,6 +27,7 @@ from .. import tls as tls_settings
 from ..errors import (
     ApplyError,
     BinlogsyncError,
+    ConfigError,
     ConstraintError,
     MissingTableError,
     SchemaMismatchError,
@@ -55,13 +56,25 @@ _CLASSES = {
 }
 
 
-def connect(url: str, password: str, tls: TlsSettings, **kwargs: Any) -> Any:
-    """A session on the server of `url` with TLS as `tls` says; TLS failures are TlsError."""
-    import psycopg
+def driver() -> Any:
+    """The psycopg module; its absence is a ConfigError that says what to install."""
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise ConfigError(
+            "a PostgreSQL database needs psycopg, which is not installed",
+            "pip install 'binlogsync[postgresql]'",
+        ) from exc
+    return psycopg
 
+
+def connect(url: str, password: str, tls: TlsSettings, **kwargs: Any) -> Any:
+    """A session on the server of `url` with TLS as `tls` says; TLS failures are TlsError.
+    `url` may be "" with the server given as keywords (host=, port=, user=, dbname=)."""
+    psycopg = driver()
     parts = urlsplit(url)
-    host = parts.hostname or "127.0.0.1"
-    server = f"PostgreSQL at {host}:{parts.port or 5432}"
+    host = parts.hostname or kwargs.get("host") or "127.0.0.1"
+    server = f"PostgreSQL at {host}:{parts.port or kwargs.get('port') or 5432}"
     return tls_settings.open_libpq(
         psycopg.connect, tls, server, host, url, password=password or None, **kwargs
     )
@@ -85,8 +98,11 @@ def kind_of(exc: BaseException) -> str:
 
 
 def errors() -> tuple[type[Exception], ...]:
-    import psycopg
-
+    """psycopg's error class, when psycopg is installed (else nothing can raise it)."""
+    try:
+        import psycopg
+    except ImportError:
+        return ()
     return (psycopg.Error,)
 
 

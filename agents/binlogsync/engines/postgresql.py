@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 
 from .. import tls as tls_settings
-from ..capture.ddl import ddl_verb
+from ..ddl import ddl_verb
 from ..errors import (
     ApplyError,
     BinlogsyncError,

@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ..apply.statements import ident, qualified
 from ..errors import BinlogsyncError, RepairError
 from ..model import Change, time_text
+from ..mysql import ident, qualified
 from ..position import Position
 from . import checksums, dialects, pinning
 from .connections import close, connect

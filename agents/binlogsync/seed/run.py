@@ -33,11 +33,11 @@ import pymysql
 from ..codec import pack, text_conversions, unpack
 from ..config import DatabaseSettings
 from ..errors import ProtocolError, StaleSnapshotError, UnreachableError, UsageError
-from ..hub.seeds import SeedChunk
 from ..hubcommands import fetch_status
 from ..model import Change, Transaction
 from ..reconcile.connections import close, connect
 from ..transport.admin import HubAccess
+from ..transport.seedchunk import SeedChunk
 from . import chunks, rowread, sender
 from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_WINDOW
 from .progress import Progress

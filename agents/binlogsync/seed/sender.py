@@ -17,10 +17,10 @@ from typing import Any
 import zmq
 
 from ..errors import ApplyError, StaleSnapshotError
-from ..hub.seeds import SeedChunk
 from ..position import Position
 from ..transport import frames
 from ..transport.admin import HubAccess, admin_socket
+from ..transport.seedchunk import SeedChunk
 
 
 @dataclass(frozen=True, slots=True)

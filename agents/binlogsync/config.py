@@ -366,7 +366,7 @@ class TargetConfig:
     group_transactions: int = 2000
     retry_initial: float = 0.5
     retry_max: float = 30.0
-    # Follow the origin's schema changes (apply/schemachange.py): off | additive | all.
+    # Follow the origin's schema changes (engines/mariadb/schemachange.py): off | additive | all.
     apply_schema_changes: str = "off"
     kind: str = "mysql"  # mysql | auditlog (apply/store.py)
     path: Path | None = None  # auditlog: the folder of the log

@@ -62,7 +62,7 @@ class Change:
     truncate: the table was emptied. ddl: `statement` is the origin's DDL text, shown to people
     and never executed; `definition` is the table's definition after it (tabledef.TableDef's
     wire form, None when the table is gone or was not described), from which a target that
-    opted in builds its own DDL (apply/schemachange.py). On the wire a change is 7 items, or 8
+    opted in builds its own DDL (engines/mariadb/schemachange.py). On the wire a change is 7 items, or 8
     when it carries a definition.
     """
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.hubcommands import fetch_status
 from binlogsync.position import Position
 from binlogsync_dev.localsite import LocalSite, wait_until

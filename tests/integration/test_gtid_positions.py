@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
 from binlogsync.capture.failover import choose, problem
 from binlogsync.capture.positions import current_position, gtid_at
 from binlogsync.capture.preflight import check_origin
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.errors import BinlogsyncError, PreflightError, UnreachableError
 from binlogsync.model import Transaction
 from binlogsync.position import Position

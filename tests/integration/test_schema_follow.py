@@ -1,6 +1,6 @@
 """Schema changes that follow the origin (issue 8, part 3), from capture to apply: the origin's
 DDL is captured with the table's definition (capture/reader.py + tabledef.py), and an Applier
-with `schema_changes` set builds its own DDL (apply/schemachange.py), then applies the rows
+with `schema_changes` set builds its own DDL (engines/mariadb/schemachange.py), then applies the rows
 that use the new shape. Each ends with the tables equal (CHECKSUM TABLE and definitions); each
 refused case stops with what differs and what to run."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from binlogsync.apply import Applier
-from binlogsync.apply.schemachange import Mode
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.schemachange import Mode
 from binlogsync.errors import ProtocolError, SchemaMismatchError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position

@@ -1,5 +1,5 @@
 """Table definitions as data (tabledef.py) and the target's own DDL built from them
-(apply/schemachange.py), against a real MariaDB: the origin's table is described, travels
+(engines/mariadb/schemachange.py), against a real MariaDB: the origin's table is described, travels
 through its wire form, and the plan run on the target makes the target's table describe the
 same; refused cases say what differs."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from binlogsync import codec
-from binlogsync.apply.schemachange import Mode, plan, widens
 from binlogsync.ddl import renamed_columns, table_renames
+from binlogsync.engines.mariadb.schemachange import Mode, plan, widens
 from binlogsync.tabledef import ColumnDef, TableDef, TableDefError, describe
 from binlogsync_dev.sandbox import Server
 

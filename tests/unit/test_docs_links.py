@@ -12,8 +12,8 @@ Placeholders (`<ORIGIN>`, `{schema}`, `NAME.key`, `…`) are not paths.
 from __future__ import annotations
 
 import re
-import subprocess
 import unicodedata
+from fnmatch import fnmatch
 from functools import cache
 from pathlib import Path
 
@@ -122,15 +122,27 @@ def _roots(word: str) -> list[Path]:
     return []
 
 
-@cache
 def ignored(word: str) -> bool:
-    """A path the repository ignores is made by a command (`deploy/compose/secrets`)."""
-    done = subprocess.run(
-        ["git", "check-ignore", "--no-index", word, f"{word.rstrip('/')}/x"],
-        cwd=ROOT,
-        capture_output=True,
-    )
-    return done.returncode == 0
+    """A path the repository ignores (a .gitignore above it names it or a folder it is in) is
+    made by a command, not cited (`deploy/compose/secrets`)."""
+    parts = Path(word).parts
+    for depth in range(len(parts)):
+        gitignore = ROOT.joinpath(*parts[:depth], ".gitignore")
+        if not gitignore.is_file():
+            continue
+        below = parts[depth:]
+        for line in gitignore.read_text(encoding="utf-8").splitlines():
+            pattern = line.strip()
+            if not pattern or pattern.startswith(("#", "!")):
+                continue
+            anchored = "/" in pattern.strip("/") or pattern.startswith("/")
+            pattern = pattern.strip("/")
+            for end in range(1, len(below) + 1):  # the path or a folder it is in
+                if anchored and fnmatch("/".join(below[:end]), pattern):
+                    return True
+                if not anchored and fnmatch(below[end - 1], pattern):
+                    return True
+    return False
 
 
 def missing_paths(path: Path) -> list[str]:

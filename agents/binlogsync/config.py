@@ -107,6 +107,9 @@ _BINLOG_SERVICE_KEYS = (
     "retain_hours",
     "domains",
     "file_bytes",
+    "ssl_cert",
+    "ssl_key",
+    "require_secure_transport",
 )
 _HUB_TABLES = ("hub", "route", "security", "metrics", "binlog_service")
 _CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
@@ -321,6 +324,11 @@ class BinlogServiceConfig:
     retain_hours: float = 24.0
     domains: Mapping[str, int] = field(default_factory=dict)  # origin -> GTID domain
     file_bytes: int = 256 * 1024 * 1024  # a virtual binlog file is closed past this size
+    # TLS for subscribers: the service's certificate and key (PEM); with both, a client that
+    # asks for TLS gets it; require_secure_transport refuses the ones that do not.
+    ssl_cert: Path | None = None
+    ssl_key: Path | None = None
+    require_secure_transport: bool = False
 
 
 @dataclass(frozen=True)
@@ -641,6 +649,24 @@ def _binlog_service(
     file_bytes = int(s.get("file_bytes", int, 256 * 1024 * 1024))
     if not 4096 <= file_bytes <= 1 << 32:
         raise ConfigError(f"binlog_service.file_bytes must be 4096 to 4 GiB, got {file_bytes}")
+    ssl_cert, ssl_key = s.path("ssl_cert", None), s.path("ssl_key", None)
+    if (ssl_cert is None) != (ssl_key is None):
+        raise ConfigError(
+            "binlog_service: ssl_cert and ssl_key go together (one is set, the other is not)",
+            "give both PEM files (the service's certificate and its private key), or neither",
+        )
+    for name, file in (("ssl_cert", ssl_cert), ("ssl_key", ssl_key)):
+        if file is not None and not file.is_file():
+            raise ConfigError(
+                f"binlog_service.{name}: {file} is not a readable file",
+                "give the path of a PEM file (relative paths are from the config's folder)",
+            )
+    require_tls = bool(s.get("require_secure_transport", bool, False))
+    if require_tls and ssl_cert is None:
+        raise ConfigError(
+            "binlog_service.require_secure_transport needs a certificate to offer TLS with",
+            "set ssl_cert and ssl_key",
+        )
     return BinlogServiceConfig(
         bind=bind,
         user=_name(s, "user"),
@@ -651,6 +677,9 @@ def _binlog_service(
         retain_hours=s.positive("retain_hours", float, 24.0),
         domains=dict(domains),
         file_bytes=file_bytes,
+        ssl_cert=ssl_cert,
+        ssl_key=ssl_key,
+        require_secure_transport=require_tls,
     )
 
 

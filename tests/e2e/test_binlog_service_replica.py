@@ -6,6 +6,8 @@ writer changes the origin the whole time, an ALTER TABLE comes in the middle, th
 killed with -9 and started again; at the end both replicas equal the origin by CHECKSUM TABLE
 and SHOW SLAVE STATUS is clean. Two origins merge into one replica, each in its own GTID
 domain. A transaction of 300,000 rows goes through in parts with the hub's memory bounded.
+A replica follows over TLS (MASTER_SSL=1, verifying the service's certificate) where the
+service requires it, and one in the clear is refused with the reason in SHOW SLAVE STATUS.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import pytest
 
 from binlogsync.hubcommands import fetch_status
 from binlogsync.statusview import render
+from binlogsync_dev.certs import Authority
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
 from servicekit import (
@@ -216,6 +219,45 @@ def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(
         domains = sorted(int(g.split("-")[0]) for g in
                          scalar(by_gtid, "SELECT @@gtid_slave_pos").split(","))  # fmt: skip
         assert domains == [11, 12]
+
+
+def test_a_native_replica_follows_over_tls_and_one_in_the_clear_is_refused(
+    tmp_path: Path, origin: Server, replicas: tuple[Server, Server], dbname: str
+) -> None:
+    by_gtid, by_file = replicas
+    ca = Authority(tmp_path / "certs")
+    cert = ca.server()
+    tls = {"ssl_cert": str(cert.cert), "ssl_key": str(cert.key), "require_secure_transport": True}
+    s, port = service_site(tmp_path, origin, [], dbname, service=tls)
+    with s:
+        s.start()
+        s.wait_online()
+        wait_service(port)
+        follow(by_gtid, port, gtid=True, ssl_ca=ca.ca)
+        follow(by_file, port, gtid=False, file="hub-bin.000001", pos=4)  # no TLS
+        with origin.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{dbname}`")
+            cur.execute(f"USE `{dbname}`")
+            cur.execute(TABLE)
+        with Writer(origin, dbname, 4) as writer:
+            wait_until(lambda: writer.done > 200, 60, 0.05, "200 transactions written")
+        wait_same(origin, by_gtid, dbname, "items", s)
+        status = assert_clean(by_gtid)
+        assert (
+            status["Master_SSL_Allowed"] == "Yes"
+            and status["Master_SSL_Verify_Server_Cert"] == "Yes"
+        )
+        subscribers = fetch_status(str(s.agents["hub"].config))["binlog_service"]["subscribers"]
+        assert [(x["server_id"], x["tls"]) for x in subscribers] in (
+            [(41, "TLSv1.3")], [(41, "TLSv1.2")],
+        ), subscribers  # fmt: skip
+        assert "TLSv1." in render(fetch_status(str(s.agents["hub"].config)))  # the status table
+        wait_until(
+            lambda: "insecure transport" in slave_status(by_file)["Last_IO_Error"], 60, 0.2,
+            "the replica in the clear refused",
+        )  # fmt: skip
+        assert scalar(by_file, f"SELECT COUNT(*) FROM information_schema.SCHEMATA "
+                               f"WHERE SCHEMA_NAME = '{dbname}'") == 0  # fmt: skip
 
 
 def test_a_transaction_of_300000_rows_streams_from_its_parts_with_the_hub_bounded(

@@ -124,10 +124,7 @@ def wait_service(port: int, timeout: float = 30) -> None:
 
 
 def scalar(server: Server, sql: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        row = cur.fetchone()
-        return None if row is None else row[0]
+    return server.scalar(sql, db=db)
 
 
 def follow(

@@ -18,7 +18,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -43,22 +42,16 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Se
     try:
         primary = box.start("primary", 11, *PAIR_FLAGS)
         replica = box.start("replica", 12, *PAIR_FLAGS, "--read-only=ON")
-        _sql(replica, "RESET MASTER")  # its own set-up writes (users) would diverge
+        replica.sql("RESET MASTER")  # its own set-up writes (users) would diverge
         box.replicate(primary, replica)
         yield box, primary, replica
     finally:
         box.stop_all()
 
 
-def _sql(server: Server, statement: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(statement)
-        return cur.fetchall()
-
-
 def _replicated(primary: Server, replica: Server) -> None:
     gtid = origin_gtid(primary)
-    [(done,)] = _sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
+    [(done,)] = replica.sql(f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
     assert done == 0, f"the replica did not reach {gtid}"
 
 
@@ -110,7 +103,7 @@ class Writer:
 
 
 def _count(server: Server, db: str, where: str = "") -> int:
-    return int(_sql(server, f"SELECT COUNT(*) FROM t {where}", db)[0][0])
+    return int(server.sql(f"SELECT COUNT(*) FROM t {where}", db=db)[0][0])
 
 
 def _log(s: LocalSite, name: str) -> str:
@@ -187,12 +180,12 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         assert reached is not None and reached.by_gtid and reached.gtid == final.gtid
         problem = differences(replica, target, dbname, "t")
         assert not problem, problem
-        [(_t, replica_sum)] = _sql(replica, "CHECKSUM TABLE t", dbname)
-        [(_t, target_sum)] = _sql(target, "CHECKSUM TABLE t", dbname)
+        [(_t, replica_sum)] = replica.sql("CHECKSUM TABLE t", db=dbname)
+        [(_t, target_sum)] = target.sql("CHECKSUM TABLE t", db=dbname)
         assert replica_sum == target_sum
         rows = _count(replica, dbname)
-        [(applied, distinct)] = _sql(
-            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        [(applied, distinct)] = target.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", db=dbname
         )
         assert (applied, distinct) == (rows, rows)
 
@@ -203,13 +196,13 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
 
         # By hand: the config names the new primary (no candidates), the agent restarts.
         s.stop("origin")
-        _sql(replica, "INSERT INTO t VALUES (2000000, 1, 'while the agent is down')", dbname)
+        replica.sql("INSERT INTO t VALUES (2000000, 1, 'while the agent is down')", db=dbname)
         s.origin, s.origin_extra = replica, ""
         s._write_clients()
         assert f"port = {replica.port}" in s.agents["origin"].config.read_text()
         assert "candidates" not in s.agents["origin"].config.read_text()
         s.start("origin")
-        _sql(replica, "INSERT INTO t VALUES (2000001, 1, 'after')", dbname)
+        replica.sql("INSERT INTO t VALUES (2000001, 1, 'after')", db=dbname)
         last = Position.of_state(origin_gtid(replica))
         wait_until(
             lambda: (_checkpoint(target) or final).key >= last.key, 60, 0.05, "the by-hand move"
@@ -217,7 +210,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         problem = differences(replica, target, dbname, "t")
         assert not problem, problem
         rows = _count(replica, dbname)
-        [(applied, distinct)] = _sql(
-            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        [(applied, distinct)] = target.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", db=dbname
         )
         assert (applied, distinct) == (rows, rows)

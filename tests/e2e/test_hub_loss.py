@@ -56,14 +56,8 @@ def _audit(targets: list[Server], db: str) -> None:
             )
 
 
-def _scalar(server: Server, db: str, sql: str) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchone()[0]
-
-
 def _count(server: Server, db: str) -> int:
-    return int(_scalar(server, db, "SELECT COUNT(*) FROM t"))
+    return int(server.scalar("SELECT COUNT(*) FROM t", db=db))
 
 
 def _checkpoint(target: Server) -> checkpoints.Checkpoint:
@@ -360,7 +354,7 @@ def test_purged_binlog_blocks_the_target_reseed_needed(
         assert {h["name"]: h["online"] for h in status["hosts"]}[target.name] is True
         assert _checkpoint(target) == before
         assert _count(target, dbname) == 30
-        assert int(_scalar(target, dbname, "SELECT COUNT(*) FROM audit")) == 30
+        assert int(target.scalar("SELECT COUNT(*) FROM audit", db=dbname)) == 30
         text = _hub_log_since(s, log_offset)
         assert "reseed needed" in text, text
         assert "have not reported a checkpoint to this log yet" in text, text

@@ -35,12 +35,6 @@ CREATE TABLE t (
 """
 
 
-def _sql(server: Server, database: str, *statements: str) -> None:
-    with server.connect(database) as conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
-
-
 def _describe(server: Server, database: str, table: str) -> TableDef | None:
     with server.connect() as conn, conn.cursor() as cur:
         return describe(cur, database, table)
@@ -68,7 +62,7 @@ def _same_shape(a: TableDef | None, b: TableDef | None) -> None:
 
 @pytest.fixture
 def two(origin: Server, dbname: str) -> tuple[str, str]:
-    _sql(origin, "mysql", f"CREATE DATABASE `{dbname}`", f"CREATE DATABASE `{dbname}_t`")
+    origin.sql(f"CREATE DATABASE `{dbname}`", f"CREATE DATABASE `{dbname}_t`", db="mysql")
     return dbname, f"{dbname}_t"
 
 
@@ -77,7 +71,7 @@ def test_a_rich_table_is_described_and_created_the_same(
     origin: Server, two: tuple[str, str]
 ) -> None:
     src, dst = two
-    _sql(origin, src, RICH)
+    origin.sql(RICH, db=src)
     desired = _describe(origin, src, "t")
     assert desired is not None and desired.unsupported is None
     assert desired.column("name") == ColumnDef(
@@ -190,8 +184,8 @@ def test_the_target_follows_or_refuses(
     origin: Server, two: tuple[str, str], before: str, after: str, mode: Mode, refused: bool
 ) -> None:
     src, dst = two
-    _sql(origin, src, after)
-    _sql(origin, dst, before, "INSERT INTO t (id) VALUES (1), (2)")
+    origin.sql(after, db=src)
+    origin.sql(before, "INSERT INTO t (id) VALUES (1), (2)", db=dst)
     desired = _travel(_describe(origin, src, "t"))  # type: ignore[arg-type]
     steps = _apply(origin, desired, dst, mode)
     if refused:
@@ -207,10 +201,10 @@ def test_the_target_follows_or_refuses(
 @integration
 def test_a_rename_is_a_rename_not_a_drop_and_add(origin: Server, two: tuple[str, str]) -> None:
     src, dst = two
-    _sql(origin, src, "CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))")
-    _sql(origin, dst, "CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))")
-    _sql(origin, dst, "INSERT INTO t VALUES (1, 'kept')")
-    _sql(origin, src, "ALTER TABLE t RENAME COLUMN old_name TO new_name")
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))", db=src)
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))", db=dst)
+    origin.sql("INSERT INTO t VALUES (1, 'kept')", db=dst)
+    origin.sql("ALTER TABLE t RENAME COLUMN old_name TO new_name", db=src)
     desired = dataclasses.replace(
         _describe(origin, src, "t"),  # type: ignore[arg-type]
         renamed_from={"new_name": "old_name"},
@@ -251,7 +245,7 @@ def test_what_cannot_be_rebuilt_is_refused_with_the_reason(
     origin: Server, two: tuple[str, str]
 ) -> None:
     src, dst = two
-    _sql(origin, src, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT AS (a + 1) VIRTUAL)")
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT AS (a + 1) VIRTUAL)", db=src)
     desired = _describe(origin, src, "t")
     assert desired is not None and desired.unsupported and "VIRTUAL" in desired.unsupported
     steps = _apply(origin, _travel(desired), dst, "all")

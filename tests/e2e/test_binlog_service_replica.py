@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from binlogsync.statusview import render
 from binlogsync_dev.certs import Authority
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
+from binlogsync_dev.writer import Writer
 from servicekit import (
     add_origin,
     connect,
@@ -88,33 +88,11 @@ def assert_clean(replica: Server) -> dict[str, Any]:
     return status
 
 
-class Writer:
-    """Inserts, updates and deletes on the origin in transactions of 1-5 statements."""
-
-    def __init__(self, origin: Server, db: str, seed: int) -> None:
-        self.origin, self.db = origin, db
-        self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.done = 0
-        self.columns = "id, name, qty, price, at, note"
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            with self.origin.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop.is_set():
-                    cur.execute("BEGIN")
-                    for _ in range(self.rng.randint(1, 5)):
-                        self._one(cur)
-                    cur.execute("COMMIT")
-                    self.done += 1
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-
-    def _one(self, cur: Any) -> None:
-        key = self.rng.randint(1, 400)
-        choice = self.rng.random()
+def _items_turn(cur: Any, rng: random.Random, n: int) -> None:
+    """1-5 inserts, updates and deletes on `items`."""
+    for _ in range(rng.randint(1, 5)):
+        key = rng.randint(1, 400)
+        choice = rng.random()
         if choice < 0.5:
             cur.execute(
                 "INSERT INTO items (id, name, qty, price, at, note) VALUES (%s, %s, %s, %s, "
@@ -126,14 +104,10 @@ class Writer:
         else:
             cur.execute("DELETE FROM items WHERE id = %s", (key,))
 
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(30)
-        assert self.error is None, self.error
+def items_writer(origin: Server, db: str, seed: int) -> Writer:
+    """Transactions of 1-5 statements on the origin's `items` until stopped."""
+    return Writer(origin, db, _items_turn, seed, transaction=True)
 
 
 def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_the_hub(
@@ -151,7 +125,7 @@ def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_
             cur.execute(f"CREATE DATABASE `{dbname}`")
             cur.execute(f"USE `{dbname}`")
             cur.execute(TABLE)
-        with Writer(origin, dbname, 1) as writer:
+        with items_writer(origin, dbname, 1) as writer:
             wait_until(lambda: writer.done > 300, 60, 0.05, "300 transactions written")
             with origin.connect(dbname) as conn, conn.cursor() as cur:
                 cur.execute("ALTER TABLE items ADD COLUMN color VARCHAR(10) DEFAULT 'red'")
@@ -211,7 +185,7 @@ def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(
                 cur.execute(f"CREATE DATABASE `{db}`")
                 cur.execute(f"USE `{db}`")
                 cur.execute(TABLE)
-        with Writer(origin, dbname, 2) as one, Writer(second, other, 3) as two:
+        with items_writer(origin, dbname, 2) as one, items_writer(second, other, 3) as two:
             wait_until(lambda: one.done > 300 and two.done > 300, 60, 0.05, "writes on both")
         wait_same(origin, by_gtid, dbname, "items", s)
         wait_same(second, by_gtid, other, "items", s)
@@ -239,7 +213,7 @@ def test_a_native_replica_follows_over_tls_and_one_in_the_clear_is_refused(
             cur.execute(f"CREATE DATABASE `{dbname}`")
             cur.execute(f"USE `{dbname}`")
             cur.execute(TABLE)
-        with Writer(origin, dbname, 4) as writer:
+        with items_writer(origin, dbname, 4) as writer:
             wait_until(lambda: writer.done > 200, 60, 0.05, "200 transactions written")
         wait_same(origin, by_gtid, dbname, "items", s)
         status = assert_clean(by_gtid)

@@ -14,10 +14,11 @@ from equal rows; and the target ends equal (rows and CHECKSUM TABLE) to the new 
 from __future__ import annotations
 
 import os
+import random
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,6 +28,7 @@ from binlogsync.position import Position
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
 from binlogsync_dev.verify import differences, origin_gtid
+from binlogsync_dev.writer import Writer
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e
@@ -70,36 +72,14 @@ def _promote(replica: Server) -> None:
         cur.execute("SET GLOBAL read_only = 0")
 
 
-class Writer:
-    """Inserts rows start, start+1, … into `t`, one transaction each, until stopped or the
-    server goes away (the kill ends it: expected)."""
+def rows_writer(server: Server, db: str, start: int, killed: bool = False) -> Writer:
+    """Inserts rows start, start + 1, … on `server`, one transaction each, at a steady pace;
+    `killed`: the test kills the server under it (the writer's error is expected)."""
 
-    def __init__(self, server: Server, db: str, start: int) -> None:
-        self.server, self.db, self.next = server, db, start
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
+    def turn(cur: Any, rng: random.Random, n: int) -> None:
+        cur.execute("INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))", (start + n, (start + n) % 97))
 
-    def _run(self) -> None:
-        try:
-            with self.server.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop.is_set():
-                    cur.execute(
-                        "INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))",
-                        (self.next, self.next % 97),
-                    )
-                    self.next += 1
-                    self.stop.wait(0.002)
-        except BaseException as exc:  # noqa: BLE001 - the kill ends the writer on purpose
-            self.error = exc
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    return Writer(server, db, turn, pause=0.002, expect_error=killed)
 
 
 def _count(server: Server, db: str, where: str = "") -> int:
@@ -134,7 +114,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         s.wait_online()
 
         # Writes run on the primary; its mariadbd is killed for good in the middle of them.
-        with Writer(primary, dbname, 0) as first:
+        with rows_writer(primary, dbname, 0, killed=True) as first:
             wait_until(lambda: _count(target, dbname) > 300, 60, 0.02, "rows on the target")
             os.kill(primary.pid, signal.SIGKILL)
             first.thread.join(30)
@@ -155,7 +135,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         assert "capture moves" not in _log(s, "origin")
 
         _promote(replica)
-        with Writer(replica, dbname, 1_000_000) as second:
+        with rows_writer(replica, dbname, 1_000_000) as second:
             wait_until(
                 lambda: _count(target, dbname, "WHERE id >= 1000000") > 200,
                 90,

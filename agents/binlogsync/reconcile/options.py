@@ -172,7 +172,7 @@ def _class_cache(text: str, env: Mapping[str, str]) -> Path | None:
 
 
 def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
-    from .job import Options
+    from .plan import Options
 
     return Options(
         source=parse_url(args.source, env, SOURCE_PASSWORD_ENV),

@@ -3,9 +3,9 @@
 Engine adapters know their engine and nothing above them; the exactly-once core (apply/) knows
 the adapters but not the agents, the hub or capture; seed and reconcile reach the hub only
 through its commands (hubcommands.py) and the wire forms in transport/; and no modules import
-each other round a circle (lazy imports count; imports only for type checking do not). Read from the source
-text (every `from .x import` and `import binlogsync.x`, lazy ones included), so a new import
-across a line fails here before it becomes a cycle.
+each other round a circle (lazy imports count; imports only for type checking do not). Read
+from the source text (every `from .x import` and `import binlogsync.x`, lazy ones included),
+so a new import across a line fails here before it becomes a cycle.
 """
 
 from __future__ import annotations

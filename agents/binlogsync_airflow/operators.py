@@ -26,7 +26,7 @@ from binlogsync.reconcile import shipping, sparkapp
 
 from .hooks import BinlogsyncHook, state_dir
 
-RECONCILE_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
+RECONCILE_JOB = Path(__file__).resolve().parent / "spark_jobs" / "reconcile_job.py"
 
 
 def _safe(name: str) -> str:

@@ -6,6 +6,7 @@ mounted in the API server at /binlogsync, and the external view puts it in the n
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
+
 from .ui import app
 
 

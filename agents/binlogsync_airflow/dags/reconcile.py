@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow.sdk import DAG, Param
+
 from binlogsync_airflow.operators import (
     BinlogsyncReconcileOperator,
     ReconcilePlanOperator,

@@ -16,18 +16,25 @@ table's definition, which a seed (`binlogsync seed`, its first chunk per table) 
 bring, and which the target keeps in Redis (`binlogsync:table:SCHEMA.TABLE`). A change to a
 table with no known definition stops apply with a message that says to seed that table.
 
-Exactly once: every group of transactions is one MULTI/EXEC that also writes the checkpoint
+Exactly once (the core, apply/core.py, decides what is new, reduces groups, names a failing
+transaction): every group of transactions is one MULTI/EXEC that also writes the checkpoint
 (`binlogsync:checkpoint`, field ORIGIN), WATCHing it, so a replay after a crash is skipped
-exactly and a concurrent writer of the same checkpoint is refused. A transaction in parts is
-queued whole and executed with its last part.
+exactly and a concurrent writer of the same checkpoint is refused. Each change is prepared as
+its transaction is added, so a value Redis cannot hold, or a table without a definition, names
+its transaction. A transaction in parts is held and executed whole with its last part.
+`binlogsync skip` appends {"origin", "position", "reason", "skipped_at"} to the list
+`binlogsync:skipped` in the MULTI/EXEC that moves the checkpoint.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from decimal import Decimal
+from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -35,16 +42,16 @@ import redis
 
 from .. import tls as tls_settings
 from ..errors import ApplyError, MissingTableError, UnreachableError
-from ..model import Change, Part, Transaction
+from ..model import Change, time_text
 from ..position import Position
 from ..tabledef import TableDef
 from ..tls import TlsSettings
 from ..zerodate import ZeroDate
-from .auditlog import _time
-from .store import HeldParts, plan_group, repair_checkpoint
+from .core import Mode, Target
 
 CHECKPOINT = "binlogsync:checkpoint"
 TABLES = "binlogsync:table:"
+SKIPPED = "binlogsync:skipped"  # a list of JSON records, oldest first
 
 
 def text(value: Any) -> bytes | str:
@@ -57,7 +64,7 @@ def text(value: Any) -> bytes | str:
     if isinstance(value, dt.datetime | dt.date):
         return value.isoformat()
     if isinstance(value, dt.timedelta):
-        return _time(value)
+        return time_text(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     if isinstance(value, ZeroDate):
@@ -125,7 +132,25 @@ def checkpoints(
     return out
 
 
-class RedisStore:
+@dataclass(frozen=True)
+class _Plan:
+    """How the reducer keys this table's rows (engines/base.KeyPlan): by the definition's key."""
+
+    key: tuple[int, ...]
+    unique_keys: bool = False
+
+
+# One write prepared when its transaction is added (so a value Redis cannot hold names its
+# transaction): ("delete", key), ("hset", key, fields), or ("truncate", table pattern).
+_Op = tuple[Any, ...]
+
+
+class RedisEngine:
+    """The Redis engine adapter (module doc): the core (apply/core.py) drives it."""
+
+    kind = "redis"
+    streams = False  # a transaction in parts is held and applied whole
+
     def __init__(
         self,
         url: str,
@@ -133,55 +158,48 @@ class RedisStore:
         key_pattern: str = "{schema}:{table}:{key}",
         ttl: int = 0,
         password: str = "",
-        epoch: str | None = None,
         tls: TlsSettings = tls_settings.DEFAULT,
     ) -> None:
-        self.origin, self.epoch = origin, epoch
+        self.origin = origin
         self.url, self.key_pattern, self.ttl, self.tls = url, key_pattern, ttl, tls
         self.client = client(url, password, tls, socket_timeout=30)
         self._answered = False  # no command has succeeded yet (see _tls_failure)
         self.tables: dict[str, TableDef] = {}
-        self._checkpoint: Position | None = None
-        self._known = False
-        self._parts = HeldParts()
 
-    # -- the store protocol -------------------------------------------------------------------
+    # -- the engine face ----------------------------------------------------------------------
     def checkpoint(self) -> Position | None:
-        self.abort_stream()
-        raw = self._call(
-            lambda: self.client.hget(CHECKPOINT, self.origin), "reading the checkpoint"
+        raw = self.call(lambda: self.client.hget(CHECKPOINT, self.origin), "reading the checkpoint")
+        return None if raw is None else Position.from_json(json.loads(raw)["position"])
+
+    def begin(self, base: Position | None, known: bool) -> RedisSession:
+        return RedisSession(self, base if known else self.checkpoint())
+
+    def follow_schema(self, change: Change, position: Position, mode: str) -> list[str]:
+        """Redis has no tables to change: the definition is what keys the rows; kept."""
+        self.note_ddl(position, change)
+        return ["definition kept"] if change.definition is not None else []
+
+    def note_ddl(self, position: Position, change: Change) -> None:
+        if change.definition is None or not change.table:
+            return
+        name = f"{change.schema}.{change.table}"
+        self.call(
+            lambda: self.client.set(TABLES + name, json.dumps(change.definition)),
+            "keeping a table definition",
         )
-        self._checkpoint = None if raw is None else Position.from_json(json.loads(raw)["position"])
-        self._known = True
-        return self._checkpoint
+        self.tables[name] = TableDef.from_wire(change.definition)
 
-    def apply(
-        self, transactions: Sequence[Transaction], upto: Position | None = None
-    ) -> Position | None:
-        self.abort_stream()
-        return self._write(transactions, upto)
+    def forget(self) -> None:
+        self.tables.clear()
 
-    def apply_part(self, part: Part, end: Position) -> Position | None:
-        # Held until the last part, then applied whole in one target transaction.
-        whole = self._parts.add(part, end)
-        return None if whole is None else self._write([whole], None)
-
-    def abort_stream(self) -> None:
-        self._parts.drop()
-
-    def repair(
-        self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
-    ) -> Position:
-        new = repair_checkpoint(self.origin, self.checkpoint(), snapshot, seed, reset)
-        self._write([transaction], None, force=new)
-        return new
+    def replayable(self, error: BaseException) -> bool:
+        return not isinstance(error, UnreachableError)
 
     def close(self) -> None:
-        self.abort_stream()
         self.client.close()
 
-    # -- writing ------------------------------------------------------------------------------
-    def _call(self, what: Any, doing: str) -> Any:
+    # -- Redis --------------------------------------------------------------------------------
+    def call(self, what: Any, doing: str) -> Any:
         try:
             result = what()
             self._answered = True
@@ -197,81 +215,11 @@ class RedisStore:
         except redis.RedisError as exc:
             raise ApplyError(f"Redis refused {doing}: {exc}") from exc
 
-    def _write(
-        self,
-        transactions: Sequence[Transaction],
-        upto: Position | None,
-        force: Position | None = None,
-    ) -> Position | None:
-        if not self._known:
-            self.checkpoint()
-        base = self._checkpoint
-        planned = plan_group(self.origin, base, transactions, upto, force)
-        if planned is None:
-            return base
-        fresh, new = planned
-        changes = [c for tx in fresh for c in tx.changes]
-
-        def run(pipe: redis.client.Pipeline) -> None:
-            raw = pipe.hget(CHECKPOINT, self.origin)
-            now = None if raw is None else Position.from_json(json.loads(raw)["position"])
-            if now != base:
-                raise ApplyError(
-                    f"{self.origin}'s checkpoint on the Redis target moved from {base} to {now} "
-                    "while this agent applied (another agent for the same target?)",
-                    "run one target agent per Redis database",
-                )
-            # Reads (definitions, a truncated table's keys) happen before MULTI.
-            plan = self._plan(pipe, changes)
-            pipe.multi()
-            for change, definition, keys in plan:
-                self._queue(pipe, change, definition, keys)
-            record = {"position": new.to_json(), "epoch": self.epoch}
-            pipe.hset(CHECKPOINT, self.origin, json.dumps(record))
-
-        try:
-            self._call(lambda: self.client.transaction(run, CHECKPOINT), "applying a group")
-        except BaseException:
-            self.tables.clear()  # definitions learnt from a group that did not commit
-            self._known = False
-            raise
-        self._checkpoint = new
-        return new
-
-    def _plan(
-        self, pipe: Any, changes: Sequence[Change]
-    ) -> list[tuple[Change, TableDef | None, list[bytes | str]]]:
-        """Each change with the definition it is applied under (DDL in the group counts from
-        where it stands) and, for a truncate, the keys to delete: those in Redis now and
-        those the group wrote before it."""
-        out: list[tuple[Change, TableDef | None, list[bytes | str]]] = []
-        written: dict[str, set[bytes | str]] = {}
-        for change in changes:
-            name = f"{change.schema}.{change.table}"
-            if change.kind == "ddl":
-                if change.definition is not None and change.table:
-                    self.tables[name] = TableDef.from_wire(change.definition)
-                out.append((change, None, []))
-                continue
-            definition = self._definition(change.schema, change.table)
-            keys: list[bytes | str] = []
-            if change.kind == "truncate":
-                pattern = self.key_pattern.format(
-                    schema=definition.schema, table=definition.table, key="*"
-                )
-                keys = [*pipe.scan_iter(match=pattern, count=1000), *written.pop(name, ())]
-            else:
-                mine = written.setdefault(name, set())
-                for row in change.after:
-                    mine.add(self._key(definition, change.columns, row))
-            out.append((change, definition, keys))
-        return out
-
-    def _definition(self, schema: str, table: str) -> TableDef:
+    def definition(self, schema: str, table: str, overlay: dict[str, TableDef]) -> TableDef:
         name = f"{schema}.{table}"
-        found = self.tables.get(name)
+        found = overlay.get(name) or self.tables.get(name)
         if found is None:
-            raw = self._call(lambda: self.client.get(TABLES + name), "reading a table definition")
+            raw = self.call(lambda: self.client.get(TABLES + name), "reading a table definition")
             if raw is None:
                 raise MissingTableError(
                     f"the Redis target knows no definition of {name}, so it cannot make its "
@@ -281,40 +229,172 @@ class RedisStore:
             found = self.tables[name] = TableDef.from_wire(json.loads(raw))
         return found
 
-    def _key(self, definition: TableDef, columns: Sequence[str], row: Sequence[Any]) -> str:
+    def key(self, definition: TableDef, columns: Sequence[str], row: Sequence[Any]) -> str:
         values = dict(zip(columns, row, strict=True))
         key = ":".join(str(text(values[k]) if not isinstance(values[k], bytes)
                            else values[k].hex()) for k in definition.primary_key)  # fmt: skip
         return self.key_pattern.format(schema=definition.schema, table=definition.table, key=key)
 
-    def _queue(
-        self, pipe: Any, change: Change, definition: TableDef | None, keys: list[bytes | str]
+
+class RedisSession:
+    """One MULTI/EXEC: the changes are prepared as they are added, run with the checkpoint
+    (WATCHed, so a concurrent writer of it is refused) at `finish`."""
+
+    def __init__(self, engine: RedisEngine, base: Position | None) -> None:
+        self.engine, self.base = engine, base
+        self.span_from: Position | None = None
+        self.ops: list[_Op] = []
+        self.new: Position | None = None
+        self.epoch: str | None = None
+        self.defined: dict[str, TableDef] = {}  # definitions of this group's DDL
+        self.kept: dict[str, Any] = {}  # their wire forms, written with the group
+        self.skips: list[str] = []  # records of explicit skips, written with the group
+
+    def set_checkpoint(self, new: Position, count: int, epoch: str | None) -> None:
+        self.new, self.epoch = new, epoch
+
+    def plan(self, change: Change, position: Position) -> _Plan | None:
+        definition = self.engine.definition(change.schema, change.table, self.defined)
+        if any(k not in change.columns for k in definition.primary_key):
+            return None
+        return _Plan(tuple(change.columns.index(k) for k in definition.primary_key))
+
+    def record_skip(self, position: Position, reason: str) -> None:
+        record = {"origin": self.engine.origin, "position": position.to_json(), "reason": reason,
+                  "skipped_at": time.time()}  # fmt: skip
+        self.skips.append(json.dumps(record))
+
+    def add(
+        self,
+        changes: Sequence[Change],
+        position: Position,
+        timestamp: float | None = None,
+        streamed: bool = False,
     ) -> None:
+        try:
+            for change in changes:
+                self._prepare(change)
+        except ApplyError as exc:
+            if exc.position is None and (self.span_from is None or self.span_from == position):
+                exc.position = position
+            raise
+
+    def flush(self) -> None:
+        """Nothing is merged across transactions here."""
+
+    def finish(self, commit: bool) -> None:
+        if not commit or self.new is None:
+            return
+        engine, base = self.engine, self.base
+        record = {"position": self.new.to_json(), "epoch": self.epoch}
+
+        def run(pipe: redis.client.Pipeline) -> None:
+            raw = pipe.hget(CHECKPOINT, engine.origin)
+            stored = None if raw is None else json.loads(raw)
+            now = None if stored is None else Position.from_json(stored["position"])
+            if record["epoch"] is None and stored is not None:
+                record["epoch"] = stored.get("epoch")  # a skip keeps the hub log's epoch
+            if now != base:
+                raise ApplyError(
+                    f"{engine.origin}'s checkpoint on the Redis target moved from {base} to {now} "
+                    "while this agent applied (another agent for the same target?)",
+                    "run one target agent per Redis database",
+                )
+            # Reads (a truncated table's keys) happen before MULTI.
+            ops = self._resolve(pipe)
+            pipe.multi()
+            for op in ops:
+                if op[0] == "delete":
+                    pipe.delete(*op[1:])
+                elif op[0] == "hset":
+                    pipe.delete(op[1])
+                    pipe.hset(op[1], mapping=op[2])
+                    if engine.ttl:
+                        pipe.expire(op[1], engine.ttl)
+            for name, wire in self.kept.items():
+                pipe.set(TABLES + name, json.dumps(wire))
+            if self.skips:
+                pipe.rpush(SKIPPED, *self.skips)
+            pipe.hset(CHECKPOINT, engine.origin, json.dumps(record))
+
+        engine.call(lambda: engine.client.transaction(run, CHECKPOINT), "applying a group")
+        engine.tables.update(self.defined)
+
+    def abort(self) -> None:
+        self.ops, self.defined, self.kept = [], {}, {}
+
+    def _prepare(self, change: Change) -> None:
+        engine = self.engine
+        name = f"{change.schema}.{change.table}"
         if change.kind == "ddl":
             if change.definition is not None and change.table:
-                pipe.set(f"{TABLES}{change.schema}.{change.table}", json.dumps(change.definition))
+                self.defined[name] = TableDef.from_wire(change.definition)
+                self.kept[name] = change.definition
             return
-        assert definition is not None
-        members = {c.name: c.values for c in definition.columns if c.type == "set"}
+        definition = engine.definition(change.schema, change.table, self.defined)
         if change.kind == "truncate":
-            if keys:
-                pipe.delete(*keys)
+            pattern = engine.key_pattern.format(
+                schema=definition.schema, table=definition.table, key="*"
+            )
+            self.ops.append(("truncate", pattern))
             return
+        members = {c.name: c.values for c in definition.columns if c.type == "set"}
         for i in range(max(len(change.before), len(change.after))):
-            old = self._key(definition, change.columns, change.before[i]) if change.before else None
+            old = (
+                engine.key(definition, change.columns, change.before[i]) if change.before else None
+            )
             if change.kind == "delete":
-                pipe.delete(old)
+                self.ops.append(("delete", old))
                 continue
             row = change.after[i]
-            new = self._key(definition, change.columns, row)
+            new = engine.key(definition, change.columns, row)
             if old is not None and old != new:
-                pipe.delete(old)  # the key changed: the row moves
+                self.ops.append(("delete", old))  # the key changed: the row moves
             fields = {
                 c: text(_in_order(v, members.get(c)))
                 for c, v in zip(change.columns, row, strict=True)
                 if v is not None
             }
-            pipe.delete(new)
-            pipe.hset(new, mapping=fields)
-            if self.ttl:
-                pipe.expire(new, self.ttl)
+            self.ops.append(("hset", new, fields))
+
+    def _resolve(self, pipe: Any) -> list[_Op]:
+        """The ops with each truncate as the deletes of its table's keys: those in Redis now
+        (before MULTI) and those the group wrote before it."""
+        out: list[_Op] = []
+        for op in self.ops:
+            if op[0] != "truncate":
+                out.append(op)
+                continue
+            pattern = op[1]
+            written = [o[1] for o in out if o[0] == "hset" and fnmatchcase(str(o[1]), pattern)]
+            keys = [*pipe.scan_iter(match=pattern, count=1000), *written]
+            if keys:
+                out.append(("delete", *keys))
+        return out
+
+
+class RedisStore(Target):
+    """The exactly-once core (core.py) over the Redis engine: `[target] kind = "redis"`."""
+
+    def __init__(
+        self,
+        url: str,
+        origin: str,
+        key_pattern: str = "{schema}:{table}:{key}",
+        ttl: int = 0,
+        password: str = "",
+        epoch: str | None = None,
+        tls: TlsSettings = tls_settings.DEFAULT,
+        schema_changes: Mode = "off",
+    ) -> None:
+        self.redis = RedisEngine(url, origin, key_pattern, ttl, password, tls)
+        super().__init__(self.redis, origin, epoch=epoch, schema_changes=schema_changes)
+        self.url = url
+
+    @property
+    def client(self) -> redis.Redis:
+        return self.redis.client
+
+    @property
+    def tables(self) -> dict[str, TableDef]:
+        return self.redis.tables

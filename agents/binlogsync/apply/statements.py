@@ -38,7 +38,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from ..errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
-from ..model import Change, Row
+from ..model import Change, Row, time_text
 from ..position import Position
 from ..zerodate import ZeroDate
 
@@ -89,16 +89,6 @@ _PASS = frozenset({int, str, float, Decimal, bytes, type(None)})
 _FIXED_SIZE = {int: 21, float: 26, type(None): 4}
 
 
-def time_literal(value: dt.timedelta) -> str:
-    # MySQL TIME is a signed duration; str(timedelta) of a negative value is not MySQL's form.
-    micros = value // dt.timedelta(microseconds=1)
-    sign = "-" if micros < 0 else ""
-    seconds, micro = divmod(abs(micros), 1_000_000)
-    minutes, second = divmod(seconds, 60)
-    hours, minute = divmod(minutes, 60)
-    return f"{sign}{hours:02d}:{minute:02d}:{second:02d}.{micro:06d}"
-
-
 def convert(value: Any) -> Any:
     """A column value as a driver parameter.
 
@@ -125,7 +115,7 @@ def convert(value: Any) -> Any:
     if kind is bool:
         return int(value)
     if isinstance(value, dt.timedelta):
-        return time_literal(value)
+        return time_text(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     if isinstance(value, bytearray | memoryview):

@@ -32,7 +32,13 @@ BIN = Path(sys.executable).parent
 # The provider's DAGs as Airflow finds them in an installed binlogsync (binlogsync_airflow/
 # bundle.py), the only bundle: what a managed Airflow with `pip install` alone would run.
 BUNDLES = json.dumps(
-    [{"name": "binlogsync", "classpath": "binlogsync_airflow.bundle.BinlogsyncDagBundle", "kwargs": {}}]
+    [
+        {
+            "name": "binlogsync",
+            "classpath": "binlogsync_airflow.bundle.BinlogsyncDagBundle",
+            "kwargs": {},
+        }
+    ]
 )
 
 

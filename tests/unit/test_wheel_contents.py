@@ -30,8 +30,14 @@ def test_the_wheel_has_the_library_and_the_provider_and_no_dev_harness(tmp_path:
     packages = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert packages == {"binlogsync", "binlogsync_airflow"}, packages
     assert "binlogsync/reconcile/tasks.py" in names and "binlogsync/cli.py" in names
-    for shipped in ("dags/reconcile.py", "dags/paper_timing.py", "dags/outbox_retries.py",
-                    "dags/binlog_retention.py", "spark_jobs/reconcile_job.py", "page.html"):
+    for shipped in (
+        "dags/reconcile.py",
+        "dags/paper_timing.py",
+        "dags/outbox_retries.py",
+        "dags/binlog_retention.py",
+        "spark_jobs/reconcile_job.py",
+        "page.html",
+    ):
         assert f"binlogsync_airflow/{shipped}" in names, shipped  # fmt: skip
     (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
     found = configparser.ConfigParser()

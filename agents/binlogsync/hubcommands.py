@@ -24,7 +24,7 @@ from .errors import ApplyError, UnreachableError, UsageError
 from .model import Change, Transaction
 from .position import Position
 from .transport import frames
-from .transport.admin import HubAccess, admin_socket
+from .transport.admin import HubAccess, admin_socket, await_answer
 
 
 def send_repair(
@@ -62,12 +62,7 @@ def fetch_status(path: HubAccess, timeout: float = 5.0, detail: bool = False) ->
     """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub)."""
     with admin_socket(path) as (sock, endpoint):
         sock.send_multipart(frames.encode(frames.STATUS, {"detail": True} if detail else {}))
-        if not sock.poll(int(timeout * 1000)):
-            raise UnreachableError(
-                f"the hub at {endpoint} did not answer within {timeout:.0f} s",
-                "is `binlogsync server` running, and do the CURVE keys match?",
-            )
-        message = frames.decode(sock.recv_multipart(), 64 * 1024 * 1024)
+        message = frames.decode(await_answer(sock, endpoint, timeout), 64 * 1024 * 1024)
         if message.kind != frames.STATUS_REPLY:
             raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
         return dict(message.header["status"])

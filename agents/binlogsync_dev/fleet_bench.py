@@ -11,8 +11,9 @@ whatever the number of targets. For each number of targets (`--targets`, default
                and acknowledged), deliveries/s out (transactions received by targets), the
                delivery latency (commit on the origin to arrival on a target; p50/p99), and
                the hub's CPU, RSS, open files and disk
-    flat out   every origin sends as fast as its window of 8 unacknowledged BATCHes allows:
-               the most one hub takes in and sends out on this machine (the peers share it)
+    ramp       offered loads (`--ramp`, transactions/s in all) one after another, until one is
+               not carried (every transaction delivered to its targets within 30 s of the end,
+               p99 under 1 s): where one hub stops on this machine (the peers share it)
 
 Then `detach` (unless --no-detach): one more target, subscribed to every origin, never
 connects; its backlog holds the whole log, so the hub's disk grows with the load, until the
@@ -71,9 +72,9 @@ class HubSample:
 @dataclass
 class Phase:
     targets: int
-    mode: str  # "paced" or "flat out"
+    mode: str  # "paced" (--origin-rate) or "ramp" (a step of --ramp)
     hubs: int
-    offered: float | None  # transactions/s offered in all (None: flat out)
+    offered: float | None  # transactions/s offered in all
     tx_in: float  # transactions/s stored and acknowledged
     deliveries_out: float  # transactions/s received by targets
     p50_ms: float | None
@@ -261,13 +262,29 @@ def phase(
     fanout: int,
     rate: float,
     seconds: float,
+    profile: str | None = None,
 ) -> Phase:
     start = time.time() + 0.5
     measure, end = start + WARM_UP, start + WARM_UP + seconds
     order = {"rate": rate, "start": start, "measure": measure, "end": end, "drain": 30.0}
     peers_before = peers.cpu()
+    spies: list[subprocess.Popen[bytes]] = []
+    if profile:  # py-spy on the (first) hub for the measured window; raw: collapsed stacks
+        kind = "raw" if profile.endswith(".txt") else "flamegraph"
+        spy = Path(sys.executable).parent / "py-spy"
+        command = [str(spy) if spy.exists() else "py-spy", "record", "--pid", str(hubs[0].pid),
+                   "--rate", "200", "--idle", "--duration", str(int(seconds)), "--format", kind,
+                   "--output", profile]  # fmt: skip
+        timer = threading.Timer(
+            max(0.0, measure - time.time()),
+            lambda: spies.append(subprocess.Popen(command, stdout=subprocess.DEVNULL,
+                                                  stderr=subprocess.DEVNULL)),
+        )  # fmt: skip
+        timer.start()
     with Sampler(hubs) as sampler:
         figures = peers.run(order)
+    for spying in spies:
+        spying.wait(60)
     peers_used = peers.cpu() - peers_before
     span = end - measure
     latencies = array("d")
@@ -293,7 +310,7 @@ def phase(
     tx_in = sum(f["acked_in_window"] for f in figures) / span
     return Phase(
         targets=targets,
-        mode="paced" if rate else "flat out",
+        mode="paced",
         hubs=len(hubs),
         offered=rate * origins if rate else None,
         tx_in=round(tx_in, 1),
@@ -308,6 +325,12 @@ def phase(
         files=int(files),
         disk_mb=round(disk, 2),
     )
+
+
+def sustained(p: Phase) -> bool:
+    """Whether a phase's load was carried: nearly every transaction delivered to every target
+    within the drain, with a p99 latency under a second."""
+    return p.delivered_share >= 0.99 and p.p99_ms is not None and p.p99_ms < 1000
 
 
 def split(all_routes: dict[str, list[str]], hubs: int) -> list[dict[str, list[str]]]:
@@ -328,9 +351,22 @@ def cell(
         for i, share in enumerate(shares):
             hubs.append(Hub(root, f"hub{i + 1}", share))
         peers = Peers(list(zip(hubs, shares, strict=True)), args.processes)
-        out = [phase(hubs, peers, targets, origins, args.fanout, args.origin_rate, args.seconds)]
-        if not args.no_flat_out:
-            out.append(phase(hubs, peers, targets, origins, args.fanout, 0.0, args.seconds))
+        profile = args.profile if args.profile and targets == max(args.target_counts) else None
+        out = [
+            phase(hubs, peers, targets, origins, args.fanout, args.origin_rate, args.seconds,
+                  profile)
+        ]  # fmt: skip
+        for total in args.ramp_rates:  # until one hub (or the machine) no longer keeps up
+            spied = None
+            if profile:
+                stem, dot, ext = profile.rpartition(".")
+                spied = f"{stem}-{total:.0f}.{ext}" if dot else f"{profile}-{total:.0f}"
+            step = phase(hubs, peers, targets, origins, args.fanout, total / origins,
+                         args.seconds, spied)  # fmt: skip
+            step.mode = "ramp"
+            out.append(step)
+            if not sustained(step):
+                break
         return out
     finally:
         if peers is not None:
@@ -389,20 +425,26 @@ def render(phases: list[Phase], detach: DetachRun | None, args: argparse.Namespa
         f"{args.origins} synthetic origins, each to {args.fanout} targets (round-robin); "
         f"sysbench-shaped transactions (4 row changes); {args.hubs} hub(s); "
         f"median of {args.runs} run(s)",
-        f"paced: {args.origin_rate:g} tx/s per origin ({args.origin_rate * args.origins:,.0f} in all) for "
-        f"{args.seconds:g} s; flat out: each origin's window of 8 BATCHes kept full",
+        f"paced: {args.origin_rate:g} tx/s per origin ({args.origin_rate * args.origins:,.0f} in "
+        f"all) for {args.seconds:g} s; ramp: offered loads in all, until one is not carried "
+        "(delivered within 30 s, p99 < 1 s; marked *)",
         "",
-        f"{'TARGETS':>7} {'MODE':<8} {'TX/S IN':>9} {'DELIV/S':>9} {'p50 ms':>8} {'p99 ms':>8}"
+        f"{'TARGETS':>7} {'MODE':<8} {'OFFERED':>8} {'TX/S IN':>9} {'DELIV/S':>9} {'p50 ms':>8} {'p99 ms':>8}"
         f" {'DELIV%':>7} {'HUB CPU':>8} {'µs/TX':>7} {'PEERS':>6} {'RSS MB':>7} {'FILES':>6}"
         f" {'DISK MB':>8}",
     ]
     for p in phases:
         lines.append(
-            f"{p.targets:>7} {p.mode:<8} {p.tx_in:>9,.0f} {p.deliveries_out:>9,.0f}"
+            f"{p.targets:>7} {p.mode:<8} {p.offered or 0:>8,.0f} {p.tx_in:>9,.0f} {p.deliveries_out:>9,.0f}"
             f" {_ms(p.p50_ms):>8} {_ms(p.p99_ms):>8} {p.delivered_share * 100:>6.1f}%"
             f" {p.hub_cpu:>8.2f} {p.hub_us_per_tx:>7.0f} {p.peers_cpu:>6.2f} {p.rss_mb:>7.0f}"
-            f" {p.files:>6} {p.disk_mb:>8.1f}"
+            f" {p.files:>6} {p.disk_mb:>8.1f}{'' if sustained(p) else ' *'}"
         )
+    for targets in args.target_counts:
+        carried = [p.tx_in for p in phases if p.targets == targets and sustained(p)]
+        if carried:
+            lines.append(f"{targets} targets: one hub carried {max(carried):,.0f} tx/s in "
+                         f"({max(carried) * args.fanout:,.0f} deliveries/s)")  # fmt: skip
     lines.append(
         "HUB CPU: cores the hub(s) used; PEERS: cores of the synthetic agents' processes on "
         "the same machine"
@@ -440,13 +482,19 @@ def plot(phases: list[Phase], detach: DetachRun | None, path: Path) -> None:
 
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     paced = [p for p in phases if p.mode == "paced"]
-    flat = [p for p in phases if p.mode == "flat out"]
+    counts = sorted({p.targets for p in phases})
+    best = []
+    for n in counts:
+        carried = [p for p in phases if p.targets == n and sustained(p)]
+        best.append(max(carried, key=lambda p: p.tx_in) if carried else None)
     ax = axes[0][0]
-    for rows, style, label in ((paced, "o-", "paced"), (flat, "s--", "flat out")):
-        if rows:
-            ax.plot([p.targets for p in rows], [p.tx_in for p in rows], style, label=f"in, {label}")
-            ax.plot([p.targets for p in rows], [p.deliveries_out for p in rows], style,
-                    label=f"deliveries out, {label}")  # fmt: skip
+    ax.plot([p.targets for p in paced], [p.tx_in for p in paced], "o-", label="in, paced")
+    ax.plot([p.targets for p in paced], [p.deliveries_out for p in paced], "o-",
+            label="deliveries out, paced")  # fmt: skip
+    most = [(n, b) for n, b in zip(counts, best, strict=True) if b is not None]
+    ax.plot([n for n, _ in most], [b.tx_in for _, b in most], "s--", label="in, most carried")
+    ax.plot([n for n, _ in most], [b.deliveries_out for _, b in most], "s--",
+            label="deliveries out, most carried")  # fmt: skip
     ax.set_title("transactions/s")
     ax.legend(fontsize=7)
     for ax, key, title in (
@@ -477,15 +525,18 @@ def plot(phases: list[Phase], detach: DetachRun | None, path: Path) -> None:
 
 
 def median_phases(runs: list[list[Phase]]) -> list[Phase]:
-    """The median of each figure over runs, phase by phase."""
+    """The median of each figure over the runs that measured the same phase (a ramp may stop
+    at another step in another run)."""
+    groups: dict[tuple[int, str, float | None], list[Phase]] = {}
+    for run in runs:
+        for p in run:
+            groups.setdefault((p.targets, p.mode, p.offered), []).append(p)
     out = []
-    for same in zip(*runs, strict=True):
+    for same in groups.values():
         values: dict[str, Any] = {}
         for name, first in asdict(same[0]).items():
-            if isinstance(first, int | float) and not isinstance(first, bool) and name not in (
-                "targets",
-                "hubs",
-            ):
+            numeric = isinstance(first, int | float) and not isinstance(first, bool)
+            if numeric and name not in ("targets", "hubs", "offered"):
                 got = [getattr(p, name) for p in same if getattr(p, name) is not None]
                 values[name] = statistics.median(got) if got else None
             else:
@@ -496,6 +547,7 @@ def median_phases(runs: list[list[Phase]]) -> list[Phase]:
 
 def main(args: argparse.Namespace) -> int:
     args.target_counts = [int(x) for x in str(args.targets).split(",")]
+    args.ramp_rates = [float(x) for x in str(args.ramp).split(",") if x.strip()]
     with tempfile.TemporaryDirectory(prefix="binlogsync-fleet-", dir=args.dir) as tmp:
         root = Path(tmp)
         runs: list[list[Phase]] = []
@@ -542,7 +594,17 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument(
         "--processes", type=int, default=4, help="fleet: processes the synthetic peers run in"
     )
-    s.add_argument("--no-flat-out", action="store_true", help="fleet: only the paced load")
+    s.add_argument(
+        "--profile",
+        help="fleet: py-spy the hub during the phases of the most targets into this file (the "
+        "ramp's steps: FILE-RATE.EXT; .svg: a flame graph; .txt: collapsed stacks)",
+    )
+    s.add_argument(
+        "--ramp",
+        default="2000,4000,8000,16000,32000",
+        help="fleet: offered loads (transactions/s in all), measured one after another until "
+        "one is not carried (delivered within the drain, p99 under 1 s); '' for none",
+    )
     s.add_argument("--no-detach", action="store_true", help="fleet: skip the dead-target run")
     s.add_argument(
         "--detach-seconds", type=float, default=40.0, help="fleet: length of the dead-target run"

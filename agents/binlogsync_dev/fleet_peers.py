@@ -51,7 +51,8 @@ def _changes() -> bytes:
         Change("delete", "sbtest", "sbtest1", COLUMNS, (bumped,), ()),
         Change("insert", "sbtest", "sbtest1", COLUMNS, (), (row,)),
     )
-    return pack([c.to_wire() for c in changes])
+    packed: bytes = pack([c.to_wire() for c in changes])
+    return packed
 
 
 CHANGES = _changes()
@@ -66,7 +67,8 @@ def position(server: int, n: int) -> dict[str, Any]:
 def body(server: int, n: int, commit_time: float) -> bytes:
     """One whole transaction as the origin agent packs it: [position, commit time, changes]."""
     where = ["binlog.000001", 4 + n * 700, f"0-{server}-{n}", "gtid"]
-    return b"\x93" + msgpack.packb(where) + msgpack.packb(commit_time) + CHANGES
+    head: bytes = msgpack.packb(where) + msgpack.packb(commit_time)
+    return b"\x93" + head + CHANGES
 
 
 def hello(name: str, roles: list[str], server: int) -> dict[str, Any]:

@@ -51,9 +51,7 @@ FROM seq_1_to_{rows}"""
 def spark_fixture() -> Iterator[Any]:
     """One local SparkSession for every reconciliation test (import `spark_fixture`), started
     as the command starts its own (sparkapp.SparkStart; the shared class archive)."""
-    settings = SparkSettings(
-        "local[2]", (("spark.ui.enabled", "false"),), CLASS_CACHE.expanduser()
-    )
+    settings = SparkSettings("local[2]", (("spark.ui.enabled", "false"),), CLASS_CACHE.expanduser())
     start = SparkStart(settings, os.environ)
     try:
         yield start.session()

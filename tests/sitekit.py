@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from binlogsync.apply.postgres import checkpoints
+from binlogsync.engines.postgresql import checkpoints
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Server

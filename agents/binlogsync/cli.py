@@ -95,7 +95,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_skip(args: argparse.Namespace) -> int:
-    from .apply.checkpoint import skip
+    from .apply.store import open_store
     from .config import load_client
 
     config = load_client(args.config)
@@ -105,10 +105,21 @@ def cmd_skip(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    moved = skip(config.target.database, args.origin, args.position, args.reason)
+    target = config.target
+    with open_store(target, args.origin, None) as store:
+        moved = store.skip(args.position, args.reason)
+    where = {"mysql": f"{target.database}", "auditlog": f"{target.path}"}.get(
+        target.kind, target.url
+    )
+    record = {
+        "mysql": "binlogsync.skipped",
+        "postgresql": "binlogsync.skipped",
+        "redis": "the list binlogsync:skipped",
+        "auditlog": "a skip line of the log",
+    }[target.kind]
     print(
-        f"checkpoint of {args.origin} on {config.target.database} moved to {moved}; "
-        "the skip is recorded in binlogsync.skipped"
+        f"checkpoint of {args.origin} on the {target.kind} target {where} moved to {moved}; "
+        f"the skip is recorded in {record}"
     )
     return 0
 

@@ -26,6 +26,18 @@ KINDS = (*ROW_KINDS, "truncate", "ddl")
 
 Row = tuple[Any, ...]
 
+
+def time_text(value: dt.timedelta) -> str:
+    """A TIME value as MySQL writes it, `[-]HH:MM:SS.ffffff` (hours beyond 24 as MySQL allows;
+    str() of a negative timedelta is not this form)."""
+    micros = value // dt.timedelta(microseconds=1)
+    sign = "-" if micros < 0 else ""
+    seconds, micro = divmod(abs(micros), 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    return f"{sign}{hours:02d}:{minute:02d}:{second:02d}.{micro:06d}"
+
+
 # The types a column value may have after decoding (codec.py); anything else on the wire, such
 # as msgpack's own Timestamp extension, is refused.
 VALUE_TYPES = frozenset(

@@ -30,7 +30,8 @@ import pymysql
 
 from . import tls
 from .config import DatabaseSettings
-from .errors import BinlogsyncError, DatabaseError, TlsError, UnreachableError
+from .errors import ApplyError, BinlogsyncError, DatabaseError, TlsError, UnreachableError
+from .tabledef import MAX_IDENTIFIER
 
 _GROUPS: Final[dict[str, frozenset[int]]] = {
     "unreachable": frozenset(
@@ -205,3 +206,30 @@ def close(conn: Any) -> None:
         conn.close()
     except Exception:  # noqa: BLE001 - closing a broken connection must not raise
         pass
+
+
+# -- names in statements ----------------------------------------------------------------------
+
+
+def quote(name: str) -> str:
+    """`name` as a MySQL identifier: backtick-quoted, backticks doubled."""
+    if not isinstance(name, str) or not name:
+        raise ApplyError(f"empty or non-text identifier {name!r}", "this change is malformed")
+    if "\x00" in name:
+        raise ApplyError(f"identifier {name!r} contains a NUL character", "this is not a name")
+    if len(name) > MAX_IDENTIFIER:
+        raise ApplyError(
+            f"identifier {name[:20]!r}… is {len(name)} characters long",
+            f"MySQL names are at most {MAX_IDENTIFIER} characters",
+        )
+    return "`" + name.replace("`", "``") + "`"
+
+
+def ident(name: str) -> str:
+    """`name` quoted for a statement whose parameters are bound with `%s` (a `%` is doubled)."""
+    return quote(name).replace("%", "%%")
+
+
+def qualified(schema: str, table: str) -> str:
+    """`schema`.`table` for a statement whose parameters are bound with `%s`."""
+    return f"{ident(schema)}.{ident(table)}"

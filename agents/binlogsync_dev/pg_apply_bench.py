@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from binlogsync.apply.postgres import checkpoints
+from binlogsync.engines.postgresql import checkpoints
 
 from .localsite import LocalSite, wait_until
 from .paper_timing import machine

@@ -188,6 +188,9 @@ class Sandbox:
         if not datadir.exists():
             home.mkdir(parents=True, exist_ok=True)
             shutil.copytree(self._template(), datadir)
+        # Each server's own temporary folder: in the shared /tmp another process's clean-up
+        # once removed a server's internal temporary table in the middle of a statement.
+        (home / "tmp").mkdir(exist_ok=True)
         last_error = ""
         for _attempt in range(3):
             port = free_port()
@@ -198,6 +201,7 @@ class Sandbox:
                 f"--socket={home / 'mysqld.sock'}",
                 f"--pid-file={home / 'mysqld.pid'}",
                 f"--log-error={home / 'error.log'}",
+                f"--tmpdir={home / 'tmp'}",
                 "--user=root",
                 "--bind-address=127.0.0.1",
                 f"--port={port}",

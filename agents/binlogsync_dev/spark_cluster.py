@@ -42,9 +42,7 @@ def bare_python(folder: Path) -> Path:
     python = folder / "bin" / "python"
     if not python.exists():
         base = getattr(sys, "_base_executable", sys.executable)
-        subprocess.run(
-            [base, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120
-        )
+        subprocess.run([base, "-m", "venv", "--without-pip", str(folder)], check=True, timeout=120)
     return python
 
 

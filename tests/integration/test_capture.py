@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 from binlogsync import codec
-from binlogsync.capture.ddl import dml_tables, dropped_columns, parse_statement
 from binlogsync.capture.positions import current_position, earliest_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.capture.values import _fix_negative_time
 from binlogsync.config import DatabaseSettings
+from binlogsync.ddl import dml_tables, dropped_columns, parse_statement
 from binlogsync.errors import CaptureHalted, PreflightError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position

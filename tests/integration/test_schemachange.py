@@ -12,7 +12,7 @@ import pytest
 
 from binlogsync import codec
 from binlogsync.apply.schemachange import Mode, plan, widens
-from binlogsync.capture.ddl import renamed_columns, table_renames
+from binlogsync.ddl import renamed_columns, table_renames
 from binlogsync.tabledef import ColumnDef, TableDef, TableDefError, describe
 from binlogsync_dev.sandbox import Server
 

@@ -1,4 +1,4 @@
-"""apply/statements.py: identifier quoting, value conversion, merging and splitting rules."""
+"""Statements (apply/statements.py) and identifier quoting (mysql.py): value conversion, merging and splitting rules."""
 
 from __future__ import annotations
 
@@ -13,13 +13,11 @@ from binlogsync.apply.statements import (
     TableInfo,
     convert,
     convert_row,
-    ident,
     is_generated,
-    qualified,
-    quote,
 )
 from binlogsync.errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
 from binlogsync.model import Change
+from binlogsync.mysql import ident, qualified, quote
 from binlogsync.position import Position
 
 pytestmark = pytest.mark.unit

@@ -106,9 +106,7 @@ def test_status_tools_leave_the_files_alone(tmp_path: Path) -> None:
     assert config.origin is not None and config.origin.database.tls.mode == "verify_ca"
 
 
-def test_a_postgresql_target_takes_libpq_options_in_its_url(
-    tmp_path: Path, ca: Authority
-) -> None:
+def test_a_postgresql_target_takes_libpq_options_in_its_url(tmp_path: Path, ca: Authority) -> None:
     url = f"postgresql://bls@db:5432/wh?sslmode=verify-full&sslrootcert={ca.ca}"
     body = f'[target]\nkind = "postgresql"\nurl = "{url}"\n'
     target = load_client(_client(tmp_path, body), env={}).target

@@ -9,7 +9,6 @@ checkpoint.py    the binlogsync.checkpoint / binlogsync.skipped tables; explicit
 applier.py       Applier: one target transaction per call (or per streamed transaction)
 """
 
-
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -40,4 +39,3 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(f".{_FACE[name]}", __name__), name)
     globals()[name] = value
     return value
-

@@ -26,7 +26,7 @@ from typing import Any
 from .. import mysql
 from ..config import DatabaseSettings
 from ..errors import ApplyError
-from ..position import Position, comparable
+from ..position import Position
 
 SCHEMA = "binlogsync"
 
@@ -236,58 +236,23 @@ def _connect(db: DatabaseSettings, doing: str) -> Any:
     return conn
 
 
-def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> Position:
-    """Move `origin`'s checkpoint on the target `db` past `position`, on purpose, with a record.
+def record_skip(cursor: Any, origin: str, position: Position, reason: str) -> None:
+    """The `skipped` row of an explicit skip, in the caller's transaction (core.Target.skip)."""
+    cursor.execute(
+        f"INSERT INTO `{SCHEMA}`.`skipped` (origin, pos_key, file, `offset`, gtid, scheme, "
+        "reason) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        (origin, position.key, position.file, position.offset, position.gtid,
+         position.scheme if position.by_gtid else None, reason),
+    )  # fmt: skip
 
-    Everything up to and including `position` then counts as applied, so skip the transaction
-    that an ApplyError names (`applier.failed_at`) once the transactions before it are applied.
-    Refused (ApplyError) when `position` is at or below the checkpoint: that transaction is
-    already applied. One target transaction: the `skipped` row and the checkpoint move commit
-    together; a running applier notices the moved checkpoint at its next write.
-    """
-    if not reason.strip():
-        raise ApplyError("a skip needs a reason", "say why the transaction is skipped")
-    doing = f"origin {origin}: skipping {position} on target {db}"
-    conn = _connect(db, doing)
-    try:
-        with mysql.errors(db, doing, ApplyError, _GRANTS):
-            ensure_schema(conn)
-            with conn.cursor() as cur:
-                current = read(cur, origin, lock=True)
-                if not comparable(current, position):
-                    raise ApplyError(
-                        f"origin {origin}: the checkpoint on target {db} is the GTID state "
-                        f"{current}, and {position} is a binlog file position; nothing skipped",
-                        "give the transaction's GTID state, as its error and `binlogsync "
-                        "status` name it (e.g. 0-1-100)",
-                    )
-                if current is not None and position.key <= current.key:
-                    raise ApplyError(
-                        f"origin {origin}: transaction {position} is already applied on target "
-                        f"{db} (checkpoint {current}); nothing skipped",
-                        "skip only the transaction that fails to apply, as its error names it",
-                    )
-                cur.execute(
-                    f"INSERT INTO `{SCHEMA}`.`skipped` (origin, pos_key, file, `offset`, gtid, "
-                    "scheme, reason) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (
-                        origin,
-                        position.key,
-                        position.file,
-                        position.offset,
-                        position.gtid,
-                        position.scheme if position.by_gtid else None,
-                        reason,
-                    ),  # fmt: skip
-                )
-                write(cur, origin, position, 0, expected=current)
-            conn.commit()
-        return position
-    except BaseException:
-        _rollback(conn)
-        raise
-    finally:
-        mysql.close(conn)
+
+def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> Position:
+    """Move `origin`'s checkpoint on the MySQL target `db` past `position`, with a record
+    (core.Target.skip says what is refused)."""
+    from .applier import Applier
+
+    with Applier(db, origin) as applier:
+        return applier.skip(position, reason)
 
 
 def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skipped]:

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..capture.ddl import ddl_verb
+from ..ddl import ddl_verb
 from ..model import Change
+from ..mysql import ident, qualified
 from ..tabledef import INTEGER_TYPES, ColumnDef, IndexDef, TableDef
-from .statements import ident, qualified
 
 Mode = Literal["off", "additive", "all"]
 MODES: tuple[Mode, ...] = ("off", "additive", "all")

@@ -38,11 +38,11 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from ..errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
-from ..model import Change, Row
+from ..model import Change, Row, time_text
+from ..mysql import ident, qualified
 from ..position import Position
 from ..zerodate import ZeroDate
 
-MAX_IDENTIFIER = 64
 DEFAULT_MAX_ROWS = 2000
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 
@@ -51,30 +51,6 @@ StatementKind = Literal["upsert", "delete", "truncate"]
 # Column EXTRA values of generated columns (MariaDB: VIRTUAL/STORED GENERATED, older PERSISTENT;
 # MySQL 8 also has DEFAULT_GENERATED, which is an ordinary column with an expression default).
 _GENERATED = re.compile(r"\b(VIRTUAL|STORED|PERSISTENT)\b", re.IGNORECASE)
-
-
-def quote(name: str) -> str:
-    """`name` as a MySQL identifier: backtick-quoted, backticks doubled."""
-    if not isinstance(name, str) or not name:
-        raise ApplyError(f"empty or non-text identifier {name!r}", "this change is malformed")
-    if "\x00" in name:
-        raise ApplyError(f"identifier {name!r} contains a NUL character", "this is not a name")
-    if len(name) > MAX_IDENTIFIER:
-        raise ApplyError(
-            f"identifier {name[:20]!r}… is {len(name)} characters long",
-            f"MySQL names are at most {MAX_IDENTIFIER} characters",
-        )
-    return "`" + name.replace("`", "``") + "`"
-
-
-def ident(name: str) -> str:
-    """`name` quoted for a statement whose parameters are bound with `%s` (a `%` is doubled)."""
-    return quote(name).replace("%", "%%")
-
-
-def qualified(schema: str, table: str) -> str:
-    """`schema`.`table` for a statement whose parameters are bound with `%s`."""
-    return f"{ident(schema)}.{ident(table)}"
 
 
 def is_generated(extra: str) -> bool:
@@ -87,16 +63,6 @@ def is_generated(extra: str) -> bool:
 _PASS = frozenset({int, str, float, Decimal, bytes, type(None)})
 # Size in the SQL text beyond which a value of these types never goes.
 _FIXED_SIZE = {int: 21, float: 26, type(None): 4}
-
-
-def time_literal(value: dt.timedelta) -> str:
-    # MySQL TIME is a signed duration; str(timedelta) of a negative value is not MySQL's form.
-    micros = value // dt.timedelta(microseconds=1)
-    sign = "-" if micros < 0 else ""
-    seconds, micro = divmod(abs(micros), 1_000_000)
-    minutes, second = divmod(seconds, 60)
-    hours, minute = divmod(minutes, 60)
-    return f"{sign}{hours:02d}:{minute:02d}:{second:02d}.{micro:06d}"
 
 
 def convert(value: Any) -> Any:
@@ -125,7 +91,7 @@ def convert(value: Any) -> Any:
     if kind is bool:
         return int(value)
     if isinstance(value, dt.timedelta):
-        return time_literal(value)
+        return time_text(value)
     if isinstance(value, set | frozenset):
         return ",".join(sorted(value))
     if isinstance(value, bytearray | memoryview):

@@ -1,4 +1,5 @@
-"""The one small interface the target role drives, whatever the kind of target.
+"""The target a config names: every kind is the exactly-once core (core.Target) over its
+engine adapter, so the target role drives one interface whatever the kind:
 
     checkpoint()            the position applied so far (None: nothing yet), read now
     apply(txs, upto)        apply what is new in `txs` together with the new checkpoint,
@@ -6,6 +7,7 @@
     apply_part(part, end)   one part of a large transaction; the last part commits
     abort_stream()          drop a transaction being streamed (its parts come again)
     repair(tx, snapshot, seed=, reset=)   source rows read at `snapshot` (reconcile, seed)
+    skip(position, reason)  move past one transaction on purpose, with a record
     close()
 
 Kinds (`[target] kind`): `mysql` (MariaDB/MySQL, apply/applier.py), `postgresql`
@@ -15,103 +17,9 @@ apply/auditlog.py). `open_store` makes the one a target config names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
-
 from ..config import TargetConfig
-from ..errors import ApplyError, ConfigError
-from ..model import Change, Part, Transaction
-from ..position import Position, comparable
-from .applier import StaleStream
-
-
-class TargetStore(Protocol):
-    epoch: str | None
-
-    def checkpoint(self) -> Position | None: ...
-
-    def apply(
-        self, transactions: Sequence[Transaction], upto: Position | None = None
-    ) -> Position | None: ...
-
-    def apply_part(self, part: Part, end: Position) -> Position | None: ...
-
-    def abort_stream(self) -> None: ...
-
-    def repair(
-        self, transaction: Transaction, snapshot: Position, seed: bool = False, reset: bool = False
-    ) -> Position: ...
-
-    def close(self) -> None: ...
-
-
-def plan_group(
-    origin: str,
-    base: Position | None,
-    transactions: Sequence[Transaction],
-    upto: Position | None,
-    force: Position | None = None,
-) -> tuple[list[Transaction], Position] | None:
-    """What a store applies of a group: the transactions after its checkpoint `base`, and the
-    checkpoint after them (max of the last one and `upto`; `force`, a repair's, as given).
-    None when the checkpoint would not move."""
-    if transactions and not comparable(base, transactions[-1].position):
-        raise ApplyError(f"{origin}'s positions went back from GTIDs to binlog files")
-    last = -1 if base is None or force is not None else base.key
-    fresh = []
-    for tx in transactions:
-        if tx.position.key > last:
-            fresh.append(tx)
-            last = tx.position.key
-    new = force if force is not None else (fresh[-1].position if fresh else base)
-    if force is None and upto is not None and (new is None or upto.key > new.key):
-        new = upto
-    if new is None or (force is None and base is not None and new.key <= base.key):
-        return None
-    return fresh, new
-
-
-def repair_checkpoint(
-    origin: str, base: Position | None, snapshot: Position, seed: bool, reset: bool
-) -> Position:
-    """The checkpoint after a repair read at `snapshot` (apply/applier.py's `repair` says why):
-    min(checkpoint, snapshot); a seed starts an empty target there, a reset moves it there."""
-    if reset or (base is None and seed):
-        return snapshot
-    if base is None:
-        raise ApplyError(
-            f"target has applied nothing of {origin} yet; a repair needs a checkpoint",
-            "wait until the target has caught up, then repair",
-        )
-    return snapshot if snapshot.key < base.key else base
-
-
-class HeldParts:
-    """A large transaction's parts, held until the last one, for stores that apply it whole."""
-
-    def __init__(self) -> None:
-        self.drop()
-
-    def drop(self) -> None:
-        self._end: Position | None = None
-        self._next = 0
-        self._changes: list[Change] = []
-
-    def add(self, part: Part, end: Position) -> Transaction | None:
-        """The whole transaction with its last part; None before. StaleStream when `part`
-        does not continue what is held (its parts are then sent again from part 1)."""
-        if part.number == 1:
-            self._end, self._next, self._changes = end, 1, []
-        if self._end != end or self._next != part.number:
-            raise StaleStream(f"part {part.number} of {end} does not continue the stream")
-        self._changes.extend(part.changes)
-        self._next += 1
-        if not part.last:
-            return None
-        whole = Transaction(end, part.timestamp, tuple(self._changes))
-        self.drop()
-        return whole
-
+from ..errors import ConfigError
+from .core import Target
 
 EXTRAS = {"postgresql": ("psycopg", "postgresql"), "redis": ("redis", "redis")}
 
@@ -130,7 +38,7 @@ def require(kind: str) -> None:
         ) from exc
 
 
-def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetStore:
+def open_store(config: TargetConfig, origin: str, epoch: str | None) -> Target:
     require(config.kind)
     if config.kind == "auditlog":
         from .auditlog import AuditLogStore
@@ -148,6 +56,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             epoch,
             tls=config.database.tls,
             zero_dates=config.zero_dates,
+            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
         )
     if config.kind == "redis":
         from .redisstore import RedisStore
@@ -160,6 +69,7 @@ def open_store(config: TargetConfig, origin: str, epoch: str | None) -> TargetSt
             config.database.password,
             epoch,
             tls=config.database.tls,
+            schema_changes=config.apply_schema_changes,  # type: ignore[arg-type]  # checked
         )
     from .applier import Applier
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..capture.ddl import dropped_columns
+from ..ddl import dropped_columns
 from ..errors import ApplyError, MissingTableError, SchemaMismatchError
 from ..model import Change
 from ..position import Position

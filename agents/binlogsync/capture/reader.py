@@ -72,12 +72,7 @@ from pymysqlreplication.row_event import (
 
 from .. import mysql
 from ..config import DatabaseSettings
-from ..errors import CaptureHalted, PreflightError, UnreachableError
-from ..model import Change, ChangeKind, Part, Row, Transaction
-from ..position import GtidState, Position, state_text
-from ..tabledef import describe
-from ..tables import TableFilter
-from .ddl import (
+from ..ddl import (
     Statement,
     dml_tables,
     names_in,
@@ -85,6 +80,11 @@ from .ddl import (
     renamed_columns,
     table_renames,
 )
+from ..errors import CaptureHalted, PreflightError, UnreachableError
+from ..model import Change, ChangeKind, Part, Row, Transaction
+from ..position import GtidState, Position, state_text
+from ..tabledef import describe
+from ..tables import TableFilter
 from .events import EventSource, RawGtid, RawRows, RawXid
 from .rowdecode import RowsDecoder
 from .tablemap import CHECKSUM_ATTRIBUTE, TableMapCache

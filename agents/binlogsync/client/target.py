@@ -27,10 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..apply import checkpoint
-from ..apply.applier import StaleStream, failed_at
+from ..apply.core import failed_at
 from ..apply.store import open_store, require
 from ..codec import unpack
 from ..config import TargetConfig
+from ..engines.base import StaleStream
 from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
 from ..model import Part, Transaction, body_from_wire
@@ -430,7 +431,7 @@ class TargetRole:
             return checkpoints(self.config.path)
         require(self.config.kind)
         if self.config.kind == "postgresql":
-            from ..apply.postgres import checkpoints as pg_checkpoints
+            from ..engines.postgresql import checkpoints as pg_checkpoints
 
             return pg_checkpoints(
                 self.config.url, self.config.database.password, self.config.database.tls

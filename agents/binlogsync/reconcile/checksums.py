@@ -63,7 +63,7 @@ from typing import Any
 
 import pymysql
 
-from ..apply.statements import ident, qualified
+from ..mysql import ident, qualified
 from .schema import TablePair
 
 JSON_MODES = ("text", "value")

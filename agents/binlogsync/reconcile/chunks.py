@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..apply.statements import ident, qualified
+from ..mysql import ident, qualified
 from .checksums import Bound, Quote, keys_where, range_where
 from .schema import INTEGER_TYPES, TablePair
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pymysql
 
-from ..apply.statements import ident
 from ..config import DatabaseSettings
+from ..mysql import ident
 from . import checksums, connections, pgsql, pinning, postgres, schema, verified
 from .checksums import Encoding
 

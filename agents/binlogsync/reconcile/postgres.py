@@ -5,12 +5,13 @@ zone UTC (timestamptz values read as the source's TIMESTAMPs, which its sessions
 +00:00). A snapshot is `BEGIN ISOLATION LEVEL REPEATABLE READ`: PostgreSQL takes it at the
 first query, which runs after the wait for the checkpoint, as on MariaDB.
 
-The pin is the `binlogsync.checkpoint` row the PostgreSQL store writes (apply/postgres.py) in
-the same transaction as the rows; a PostgreSQL target is never a native replica, so there is
-no GTID pin. The state of `--since-last` is `binlogsync.reconcile_verified`, as on MariaDB.
+The pin is the `binlogsync.checkpoint` row the PostgreSQL adapter (engines/postgresql.py)
+writes in the same transaction as the rows; a PostgreSQL target is never a native replica, so
+there is no GTID pin. The state of `--since-last` is `binlogsync.reconcile_verified`, as on MariaDB.
 
-psycopg is the `postgresql` extra: it is imported only when a PostgreSQL target is used, and
-its absence is then a ConfigError that says what to install.
+Sessions open through engines/pgedge.py (TLS, the driver), as the adapter's do. psycopg is
+the `postgresql` extra: it is imported only when a PostgreSQL target is used, and its absence
+is then a ConfigError that says what to install.
 
 Key values read here are given the source's Python types (numeric(20,0) → int, timestamptz →
 naive UTC), so keys read on either side match in one dictionary.
@@ -23,9 +24,10 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from .. import tls
 from ..config import DatabaseSettings
-from ..errors import ConfigError, PinError, UnreachableError
+from ..engines import pgedge
+from ..engines.pgedge import errors as errors  # the dialect table names it here
+from ..errors import PinError, UnreachableError
 from ..position import Position
 from .pinning import Pin
 from .schema import Column, TableDef
@@ -38,47 +40,23 @@ def is_postgres(db: DatabaseSettings) -> bool:
     return db.kind == "postgresql"
 
 
-def driver() -> Any:
-    """The psycopg module (the `postgresql` extra)."""
-    try:
-        import psycopg
-    except ImportError as exc:
-        raise ConfigError(
-            "a PostgreSQL target needs psycopg, which is not installed",
-            "pip install 'binlogsync[postgresql]'",
-        ) from exc
-    return psycopg
-
-
-def errors() -> tuple[type[Exception], ...]:
-    """psycopg's error class, when psycopg is installed (else nothing can raise it)."""
-    try:
-        import psycopg
-    except ImportError:
-        return ()
-    return (psycopg.Error,)
-
-
 def connect(db: DatabaseSettings, role: str, read_timeout: int = 3600) -> Any:
     database = getattr(db, "database", "postgres")
-    psycopg = driver()
     try:
-        conn = tls.open_libpq(
-            psycopg.connect,
+        conn = pgedge.connect(
+            "",
+            db.password,
             db.tls,
-            f"PostgreSQL at {db.host}:{db.port}",
-            db.host,
             host=db.host,
             port=db.port,
             user=db.user,
-            password=db.password or None,
             dbname=database,
             connect_timeout=10,
             autocommit=True,
             application_name="binlogsync-reconcile",
             options=f"-c statement_timeout={int(read_timeout) * 1000}",
         )
-    except psycopg.Error as exc:
+    except errors() as exc:
         raise UnreachableError(
             f"reading the {role} database {db}: cannot connect ({str(exc).strip()})",
             "is the PostgreSQL server up, and are the URL, its database and the password right?",

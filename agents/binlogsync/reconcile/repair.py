@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import pymysql
 
-from ..apply.statements import ident, qualified, time_literal
 from ..errors import BinlogsyncError, RepairError
-from ..model import Change
+from ..model import Change, time_text
+from ..mysql import ident, qualified
 from ..position import Position
 from . import checksums, dialects, pinning
 from .connections import close, connect
@@ -291,7 +291,7 @@ def literal(value: Any) -> str:
     if isinstance(value, dt.date):
         return f"'{value.isoformat()}'"
     if isinstance(value, dt.timedelta):
-        return f"'{time_literal(value)}'"
+        return f"'{time_text(value)}'"
     if isinstance(value, set | frozenset):
         value = ",".join(sorted(value))
     escaped: str = pymysql.converters.escape_string(str(value))

@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..apply.statements import ident, qualified
 from ..capture.values import shortest_float32
 from ..codec import pack, unpack
+from ..mysql import ident, qualified
 from ..position import Position
 from ..reconcile import pinning
 from ..reconcile.checksums import after_where, rows_sql

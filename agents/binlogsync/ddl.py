@@ -1,5 +1,6 @@
-"""What a binlog Query event did, as far as capture cares: transaction control, DDL of which
-tables, statement-based DML, or nothing of interest.
+"""What a statement's text says (a binlog Query event's, read by capture; the DDL verb and
+dropped columns the target reports): transaction control, DDL of which tables, statement-based
+DML, or nothing of interest.
 
 A small tokenizer (comments skipped, executable comments kept, quoted names unquoted) and a
 careful, not complete, reading of CREATE/ALTER/DROP/RENAME/TRUNCATE that finds the tables a

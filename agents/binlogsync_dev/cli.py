@@ -144,7 +144,8 @@ def parser() -> argparse.ArgumentParser:
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
         "apply: catching up a backlog into a PostgreSQL target beside pg_chameleon; "
         "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
-        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running; "
+        "seed: binlogsync seed beside mariadb-dump | mariadb and mydumper/myloader, writes "
+        "running; "
         "binlog-service: the hub's binlog service (row events/s to 1 and --subscribers "
         "subscribers, hub CPU, lag of a native replica via the hub beside a direct one); "
         "fleet: one hub with many synthetic origins and targets (no databases)",
@@ -165,6 +166,9 @@ def parser() -> argparse.ArgumentParser:
     )
     s.add_argument(
         "--rate", type=int, default=0, help="binlog-service: sysbench tx/s (0: unlimited)"
+    )
+    s.add_argument(
+        "--parallel", type=int, default=2, help="seed: the seed's chunk readers (--parallel)"
     )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")

@@ -55,6 +55,7 @@ def machine() -> str:
         f"libzmq {zmq.zmq_version()}, SQLite {sqlite3.sqlite_version}"
     )
 
+
 TICKS = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 WARM_UP = 4.0  # seconds of each phase before the measured window
@@ -129,9 +130,7 @@ class Hub:
     def __init__(self, root: Path, name: str, routes: dict[str, list[str]]) -> None:
         self.data = root / f"{name}-data"
         self.config = root / f"{name}.toml"
-        lines = [
-            f'[hub]\nname = "{name}"\nbind = "tcp://127.0.0.1:*"\ndata_dir = "{self.data}"\n'
-        ]
+        lines = [f'[hub]\nname = "{name}"\nbind = "tcp://127.0.0.1:*"\ndata_dir = "{self.data}"\n']
         for origin, targets in routes.items():
             names = ", ".join(f'"{t}"' for t in targets)
             lines.append(f'[[route]]\norigin = "{origin}"\ntables = ["*.*"]\ntargets = [{names}]\n')
@@ -341,9 +340,7 @@ def split(all_routes: dict[str, list[str]], hubs: int) -> list[dict[str, list[st
     return shares
 
 
-def cell(
-    root: Path, origins: int, targets: int, args: argparse.Namespace
-) -> list[Phase]:
+def cell(root: Path, origins: int, targets: int, args: argparse.Namespace) -> list[Phase]:
     shares = split(routes(origins, targets, args.fanout), args.hubs)
     hubs: list[Hub] = []
     peers = None
@@ -587,9 +584,7 @@ def main(args: argparse.Namespace) -> int:
 def add_arguments(s: argparse.ArgumentParser) -> None:
     """`bench fleet`'s own options (the bench command's shared ones are in cli.py)."""
     s.add_argument("--origins", type=int, default=50, help="fleet: synthetic origins")
-    s.add_argument(
-        "--fanout", type=int, default=4, help="fleet: targets each origin is routed to"
-    )
+    s.add_argument("--fanout", type=int, default=4, help="fleet: targets each origin is routed to")
     s.add_argument("--hubs", type=int, default=1, help="fleet: hubs the origins are split over")
     s.add_argument(
         "--processes", type=int, default=4, help="fleet: processes the synthetic peers run in"

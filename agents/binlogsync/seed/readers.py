@@ -271,4 +271,3 @@ def _serve(pipe: Connection, source: DatabaseSettings) -> None:
     finally:
         if conn is not None:
             close(conn)
-

@@ -9,9 +9,15 @@ Order and safety (see the package doc for why replaying over row images is right
 - The first chunk of a run over every routed table (no --tables) also resets the target's
   checkpoint to its snapshot; it too goes alone.
 - Later chunks of a table are pipelined, at most `window` unconfirmed. When no confirmation
-  comes for `timeout` seconds (the hub or the target restarted and lost them), the unconfirmed
-  chunks are read again from the last confirmed key with a fresh snapshot and sent again;
-  a chunk applied twice is harmless.
+  comes for `timeout` seconds (the hub or the target restarted and lost them), or one comes
+  for a chunk while an earlier one is unconfirmed (the hub queues and applies a seed's chunks
+  in the order they came, so the earlier one was lost: a hub killed with chunks queued in
+  memory), the unconfirmed chunks are read again from the last confirmed key with a fresh
+  snapshot and sent again; a chunk applied twice is harmless. Each chunk names the key it
+  starts after, so the hub's record never moves past a lost chunk (hub/seeds.py).
+- With `--parallel N` (N > 1), N reader processes read chunks at once (readers.py): the key
+  ranges of a table are found first on the primary key's index (`chunks.bound`), the readers
+  read them, and the chunks are still sent in key order, so all of the above holds unchanged.
 - The hub records each chunk once the target applied it. A seed that was killed asks the hub
   where each table stands and goes on from there: the tables of the interrupted run that are
   done are skipped, a table in progress resumes after its last recorded key (no emptying), the
@@ -109,6 +115,7 @@ class SeedReport:
     resumed: bool
     tables: list[TableReport] = field(default_factory=list)
     seconds: float = 0.0
+    parallel: int = 1  # chunk readers
 
     def to_json(self) -> dict[str, Any]:
         rows = sum(t.rows - (t.resumed_at or 0) for t in self.tables if not t.skipped)
@@ -117,6 +124,7 @@ class SeedReport:
             "target": self.target,
             "run": self.run,
             "resumed": self.resumed,
+            "parallel": self.parallel,
             "seconds": round(self.seconds, 3),
             "rows": rows,
             "rows_per_second": round(rows / self.seconds, 1) if self.seconds > 0 else None,
@@ -167,7 +175,9 @@ def seed(options: SeedOptions, progress: Progress | None = None) -> SeedReport:
     reading: readers.Readers | None = None
     try:
         run, resume = _resume(options, tables, records)
-        report = SeedReport(options.origin, options.target, run, bool(resume))
+        report = SeedReport(
+            options.origin, options.target, run, bool(resume), parallel=options.parallel
+        )
         if resume:
             done = sum(1 for r in resume.values() if r["done"])
             progress.note(
@@ -302,6 +312,7 @@ class _Driver:
         self.inflight: deque[_InFlight] = deque()
         self.fresh = self.reset = False
         self.key: chunks.Key | None = None
+        self.key_bytes: bytes | None = None  # self.key packed as the hub records it
         self.rows = 0
         self.sent_rows = 0
         self.planned_rows = 0
@@ -350,6 +361,9 @@ class _Driver:
         # What the target has confirmed of this table: after a timeout it goes on from here.
         self.fresh, self.reset = record is None, reset
         self.key = None if record is None or record["last_key"] is None else _key(record)
+        self.key_bytes = (
+            None if record is None or self.key is None else bytes.fromhex(record["last_key"])
+        )
         self.rows = 0 if record is None else int(record["rows"])
         started = time.time() if record is None else float(record["started"])
         out.resumed_at = None if record is None else self.rows
@@ -361,12 +375,15 @@ class _Driver:
                 break
             except (_Timeout, StaleSnapshotError) as exc:
                 out.resent += len(self.inflight)
-                why = (
-                    "the hub no longer holds the log from a chunk's snapshot"
-                    if isinstance(exc, StaleSnapshotError)
-                    else f"no confirmation for {self.options.timeout:.0f} s (did the hub or "
-                    "the target restart?)"
-                )
+                if isinstance(exc, StaleSnapshotError):
+                    why = "the hub no longer holds the log from a chunk's snapshot"
+                elif isinstance(exc, _Lost):
+                    why = "a chunk was lost (did the hub restart?)"
+                else:
+                    why = (
+                        f"no confirmation for {self.options.timeout:.0f} s (did the hub or "
+                        "the target restart?)"
+                    )
                 if time.monotonic() - self.last_progress > self.options.give_up:
                     raise UnreachableError(
                         f"the seed of {table.name} made no progress for "
@@ -391,6 +408,9 @@ class _Driver:
             self.readers.drop()
             self.planner.restart(index, self.key, self.fresh)
         first, reset, sent_rows = self.fresh, self.reset, self.rows
+        # The first chunk goes on from what the target confirmed: it may move the hub's
+        # record back (rewind); every later one continues the chunk before it.
+        after, rewind = self.key_bytes, True
         total = max(table.estimate, self.rows)
         while True:
             self._plan()
@@ -410,7 +430,11 @@ class _Driver:
                     max(total, sent_rows),
                     got.ends_table and number == len(got.pieces),
                     started,
+                    after,
+                    True,
+                    rewind and not first,
                 )
+                after, rewind = seed.last_key, False
                 chunk_id = self.link.send(got.snapshot, piece.body, seed)
                 self.inflight.append(_InFlight(chunk_id, seed, time.monotonic()))
                 self.sent_rows += piece.rows
@@ -477,10 +501,14 @@ class _Driver:
             ids = [f.id for f in self.inflight]
             if got.id not in ids:
                 continue  # a chunk given up on after a timeout, applied late: harmless
-            for _ in range(ids.index(got.id) + 1):  # the target applies in arrival order
-                seed = self.inflight.popleft().seed
+            if ids.index(got.id) > 0:
+                # The hub applies a seed's chunks in the order they came: the ones before
+                # this one were lost (it was restarted with them queued). Send them again.
+                raise _Lost
+            seed = self.inflight.popleft().seed
             self.fresh = self.reset = False
             self.key = None if seed.last_key is None else tuple(unpack(seed.last_key))
+            self.key_bytes = seed.last_key
             self.rows = seed.done_rows
             self.last_progress = time.monotonic()
             self.progress.applied(self.rows)
@@ -488,6 +516,10 @@ class _Driver:
 
 class _Timeout(Exception):
     """Unconfirmed chunks waited too long: send them again."""
+
+
+class _Lost(_Timeout):
+    """A chunk was confirmed while an earlier one was not: send from the earlier one again."""
 
 
 def _key(record: dict[str, Any]) -> chunks.Key:

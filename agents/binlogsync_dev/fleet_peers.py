@@ -179,12 +179,15 @@ class PeerProcess:
         self.at_end = self._counts()
         quiet_since = time.monotonic()
         limit = time.monotonic() + drain
+        # A process of targets only cannot know what is still to come: it waits for a longer
+        # quiet spell (a busy hub may pause its deliveries for a moment), not for its origins.
+        quiet = 0.5 if self.origins else 5.0
         while time.monotonic() < limit:
             busy = self.turn(0.05, generate=False)
             settled = all(not o.inflight and not o.pending for o in self.origins)
             if busy:
                 quiet_since = time.monotonic()
-            elif settled and time.monotonic() - quiet_since > 0.5:
+            elif settled and time.monotonic() - quiet_since > quiet:
                 break
 
     def _counts(self) -> tuple[int, int]:

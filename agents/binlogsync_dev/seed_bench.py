@@ -17,13 +17,21 @@ origin (the stream runs). `seed s` is until the target confirmed the last chunk;
 until it has also replayed every change made meanwhile (the hand-over to the stream), when
 CHECKSUM TABLE of origin and target are compared (the writer stops first). The table shows
 the median of the runs of each size.
+
+CPU s beside each time: the CPU seconds (user + system) that everything involved spent while it
+ran: both MariaDB servers, the hub and both agents (/proc/PID/stat), this process (the seed's
+driver and the writer) and its child processes (the tools, the seed's readers; getrusage). On
+a machine shared with other work a time grows with the neighbours' load, CPU seconds much less:
+they are the fairer comparison there. The writer and the stream it feeds run in every phase.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -58,6 +66,33 @@ FILL = (
 )
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds spent by the servers, the agents, this process and its children."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.began = 0.0
+
+    def _now(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            usage = resource.getrusage(who)
+            total += usage.ru_utime + usage.ru_stime
+        return total
+
+    def start(self) -> None:
+        self.began = self._now()
+
+    def seconds(self) -> float:
+        return round(self._now() - self.began, 1)
+
+
 @dataclass
 class Cell:
     rows: int
@@ -69,6 +104,9 @@ class Cell:
     equal: bool
     parallel: int = 1
     runs: int = 1
+    dump_cpu: float = 0.0  # CPU seconds of everything involved (CpuMeter)
+    mydumper_cpu: float = 0.0
+    seed_cpu: float = 0.0  # until in sync
 
     @property
     def ratio(self) -> float:
@@ -132,10 +170,11 @@ def _fill(origin: Server, rows: int) -> None:
         cur.fetchall()
 
 
-def _dump_restore(origin: Server, target: Server) -> float:
+def _dump_restore(origin: Server, target: Server, meter: CpuMeter) -> tuple[float, float]:
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
         cur.execute(f"CREATE DATABASE `{DUMPED}`")
+    meter.start()
     start = time.perf_counter()
     dump = subprocess.Popen(
         ["mariadb-dump", "--single-transaction", "-h127.0.0.1", f"-P{origin.port}", "-uroot",
@@ -151,18 +190,19 @@ def _dump_restore(origin: Server, target: Server) -> float:
     dump.stdout.close()
     if dump.wait() != 0 or restore.returncode != 0:
         raise RuntimeError(f"dump and restore failed: {restore.stderr.decode()[-500:]}")
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, meter.seconds()
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE `{DUMPED}`")
-    return seconds
+    return seconds, cpu
 
 
-def _mydumper(origin: Server, target: Server, folder: Path) -> float:
+def _mydumper(origin: Server, target: Server, folder: Path, meter: CpuMeter) -> tuple[float, float]:
     """mydumper of the table into `folder`, then myloader of it into DUMPED; both timed."""
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
         cur.execute(f"CREATE DATABASE `{DUMPED}`")
     shutil.rmtree(folder, ignore_errors=True)
+    meter.start()
     start = time.perf_counter()
     # 0.10: `--tables-list` silently dumps nothing; `--regex` selects the table.
     dumped = subprocess.run(
@@ -176,7 +216,7 @@ def _mydumper(origin: Server, target: Server, folder: Path) -> float:
          "-s", SCHEMA, "-B", DUMPED, "-d", str(folder), "-o", "-v", "1"],
         capture_output=True,
     )  # fmt: skip
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, meter.seconds()
     if dumped.returncode != 0 or loaded.returncode != 0:
         raise RuntimeError(
             f"mydumper/myloader failed: {(dumped.stderr + loaded.stderr).decode()[-500:]}"
@@ -188,7 +228,7 @@ def _mydumper(origin: Server, target: Server, folder: Path) -> float:
     if copied == 0:
         raise RuntimeError("mydumper/myloader copied no rows (is the --regex right?)")
     shutil.rmtree(folder, ignore_errors=True)
-    return seconds
+    return seconds, cpu
 
 
 def _checksum(server: Server) -> int:
@@ -209,17 +249,21 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
         parallel=parallel,
         restart=True,
     )
+    running = [site.agents[name].process for name in ("hub", "origin", target.name)]
+    agents = [process.pid for process in running if process is not None]
+    meter = CpuMeter([origin.pid, target.pid, *agents])
     with Writer(origin, rows) as writer:
-        dump_seconds = _dump_restore(origin, target)
-        mydumper_seconds = _mydumper(origin, target, scratch / "mydumper")
+        dump_seconds, dump_cpu = _dump_restore(origin, target, meter)
+        mydumper_seconds, mydumper_cpu = _mydumper(origin, target, scratch / "mydumper", meter)
         before = writer.count
+        meter.start()
         start = time.perf_counter()
         seed(options, Progress(quiet=not progress))
         seed_seconds = time.perf_counter() - start
         writes = writer.count - before
     gtid = origin_gtid(origin)
     wait_until(lambda: caught_up(target, "origin", gtid), 600, 0.05, "the target in sync")
-    in_sync = time.perf_counter() - start
+    in_sync, seed_cpu = time.perf_counter() - start, meter.seconds()
     return Cell(
         rows,
         round(dump_seconds, 2),
@@ -229,6 +273,9 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
         writes,
         _checksum(origin) == _checksum(target),
         parallel,
+        dump_cpu=dump_cpu,
+        mydumper_cpu=mydumper_cpu,
+        seed_cpu=seed_cpu,
     )
 
 
@@ -248,6 +295,9 @@ def median(cells: list[Cell]) -> Cell:
         all(c.equal for c in cells),
         cells[0].parallel,
         len(cells),
+        mid("dump_cpu"),
+        mid("mydumper_cpu"),
+        mid("seed_cpu"),
     )
 
 
@@ -278,7 +328,8 @@ def run(
                     print(
                         f"  {rows:,} rows, run {number}: mariadb-dump {cell.dump_seconds:.1f} s, "
                         f"mydumper {cell.mydumper_seconds:.1f} s, seed {cell.seed_seconds:.1f} "
-                        f"s, in sync {cell.in_sync_seconds:.1f} s, equal: {cell.equal}",
+                        f"s, in sync {cell.in_sync_seconds:.1f} s, equal: {cell.equal}; CPU s: "
+                        f"{cell.dump_cpu:.0f} / {cell.mydumper_cpu:.0f} / {cell.seed_cpu:.0f}",
                         flush=True,
                     )
             cells.append(median(done))
@@ -298,6 +349,7 @@ def render(cells: list[Cell]) -> str:
         "DUMP: mariadb-dump --single-transaction | mariadb; MYDUMPER: mydumper -t 2 then",
         f"myloader -t 2; SEED: binlogsync seed --parallel {parallel} until the last chunk is applied;",
         "IN SYNC: until the changes made meanwhile are applied too (the hand-over to the stream)",
+        "CPU s: CPU seconds of both servers, the hub, both agents and the tools while each ran",
         "",
         f"{'ROWS':>11}{'DUMP s':>8}{'MYDUMPER s':>12}{'SEED s':>8}{'IN SYNC s':>11}{'rows/s':>9}"
         f"{'SYNC/DUMP':>11}{'SYNC/MYDUMPER':>15}{'WRITES':>8}  EQUAL",
@@ -308,6 +360,11 @@ def render(cells: list[Cell]) -> str:
             f"{c.seed_seconds:>8.1f}{c.in_sync_seconds:>11.1f}"
             f"{c.rows / max(c.in_sync_seconds, 1e-3):>9,.0f}{c.ratio:>10.2f}x"
             f"{c.ratio_mydumper:>14.2f}x{c.writes_during_seed:>8,}  {'yes' if c.equal else 'NO'}"
+        )
+        lines.append(
+            f"{'CPU s':>11}{c.dump_cpu:>8.0f}{c.mydumper_cpu:>12.0f}{'':>8}{c.seed_cpu:>11.0f}"
+            f"{'':>9}{c.seed_cpu / max(c.dump_cpu, 1e-3):>10.2f}x"
+            f"{c.seed_cpu / max(c.mydumper_cpu, 1e-3):>14.2f}x"
         )
     lines.append(
         "goal: IN SYNC <= MYDUMPER and <= 0.7x DUMP; the machine is shared: other work may run"

@@ -33,7 +33,8 @@ def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     (cell,) = json.loads(result.stdout)
     assert cell["rows"] == 20_000 and cell["runs"] == 2 and cell["parallel"] == 2
-    for name in ("dump_seconds", "mydumper_seconds", "seed_seconds", "in_sync_seconds"):
+    for name in ("dump_seconds", "mydumper_seconds", "seed_seconds", "in_sync_seconds",
+                 "dump_cpu", "mydumper_cpu", "seed_cpu"):  # fmt: skip
         assert cell[name] > 0, name
     assert cell["in_sync_seconds"] >= cell["seed_seconds"]
     assert cell["ratio"] > 0 and cell["ratio_mydumper"] > 0

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from binlogsync.cli import _HelpFormatter, _log_level, _logging
 from binlogsync.errors import BinlogsyncError, UsageError
+from binlogsync_dev.fleet_bench import add_arguments as fleet_arguments
 
 
 def _clean_up_on_sigterm() -> None:
@@ -76,6 +77,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from binlogsync_dev.pg_apply_bench import main as pg_apply_main
 
         return pg_apply_main(args)
+    if args.which == "fleet":
+        from binlogsync_dev.fleet_bench import main as fleet_main
+
+        args.seconds = args.seconds or 15
+        args.out = args.out or "fleet.png"
+        return fleet_main(args)
+    args.seconds = args.seconds or 60
+    args.out = args.out or "oltp-lag.png"
     if args.which == "oltp":
         from binlogsync_dev.oltp_bench import main as oltp_main
 
@@ -131,13 +140,15 @@ def parser() -> argparse.ArgumentParser:
     s = command("bench", "benchmarks")
     s.add_argument(
         "which",
-        choices=["paper", "large-tx", "oltp", "seed", "apply", "binlog-service"],
+        choices=["paper", "large-tx", "oltp", "seed", "apply", "binlog-service", "fleet"],
         help="paper: the paper's Table 1; large-tx: 1M/5M-row transactions, time and memory; "
         "apply: catching up a backlog into a PostgreSQL target beside pg_chameleon; "
         "oltp: sysbench oltp_write_only beside a native replica (lag, catch-up, CPU); "
-        "seed: binlogsync seed beside mariadb-dump | mariadb, writes running; "
+        "seed: binlogsync seed beside mariadb-dump | mariadb and mydumper/myloader, writes "
+        "running; "
         "binlog-service: the hub's binlog service (row events/s to 1 and --subscribers "
-        "subscribers, hub CPU, lag of a native replica via the hub beside a direct one)",
+        "subscribers, hub CPU, lag of a native replica via the hub beside a direct one); "
+        "fleet: one hub with many synthetic origins and targets (no databases)",
     )
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
     s.add_argument("--runs", type=int, default=3, help="runs per cell; the median is shown")
@@ -156,14 +167,35 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--rate", type=int, default=0, help="binlog-service: sysbench tx/s (0: unlimited)"
     )
+    s.add_argument(
+        "--parallel", type=int, default=2, help="seed: the seed's chunk readers (--parallel)"
+    )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")
     s.add_argument("--threads", type=int, default=4, help="oltp: sysbench client threads")
     s.add_argument(
-        "--seconds", type=int, default=60, help="oltp: length of each load (live and backlog)"
+        "--seconds",
+        type=int,
+        default=None,
+        help="oltp: length of each load, live and backlog (default 60); fleet: of each measured "
+        "phase (default 15)",
     )
     s.add_argument(
-        "--out", default="oltp-lag.png", help="oltp: the PNG of both lag curves (matplotlib)"
+        "--out",
+        default=None,
+        help="the PNG: oltp: both lag curves (default oltp-lag.png); fleet: the curves against "
+        "the number of targets (default fleet.png)",
+    )
+    s.add_argument(
+        "--targets",
+        default="10,50,200",
+        help="fleet: numbers of synthetic targets, comma-separated",
+    )
+    s.add_argument(
+        "--origin-rate",
+        type=float,
+        default=20.0,
+        help="fleet: transactions/s each synthetic origin writes in the paced phase",
     )
     s.add_argument(
         "--dir", default=None, help="folder for the sandbox (default: the system's temporary one)"
@@ -175,6 +207,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--batches", type=int, default=2_000, help="apply: 100-row transactions of backlog"
     )
+    fleet_arguments(s)
     s.set_defaults(func=cmd_bench)
 
     s = command("demo", "the live demo on throwaway servers")

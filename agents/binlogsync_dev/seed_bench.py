@@ -2,23 +2,38 @@
 
 A realistic orders table (BIGINT key, a secondary index, ENUM, DECIMAL, DATETIME(6), TIMESTAMP,
 VARCHAR of varying length; ~120 bytes a row) is filled on the origin without binlogging it
-(the pipeline starts after it). Then, on the same machine and in the same run, for each size:
+(the pipeline starts after it). Then, on the same machine and in the same run, for each size
+and each of `--runs` runs:
 
-    dump+restore   `mariadb-dump --single-transaction bench orders | mariadb` into another
+    mariadb-dump   `mariadb-dump --single-transaction bench orders | mariadb` into another
                    database of the target server: the way a DBA seeds a replica by hand
-    seed           `binlogsync seed` of the same table through the hub, while a writer keeps
-                   updating, inserting and deleting rows of it on the origin (the stream runs)
+    mydumper       `mydumper --trx-consistency-only -t 2 --rows R` into a folder, then
+                   `myloader -t 2` of it into another database of the target server (0.10
+                   has no pipe between them: the two times add up); the fast logical copy
+    seed           `binlogsync seed --parallel N` of the same table through the hub
 
-Both run while the writer runs. `seed s` is until the target confirmed the last chunk;
-`in sync s` until it has also replayed every change made meanwhile, when CHECKSUM TABLE of
-origin and target are compared (the writer stops first).
+All three run while a writer keeps updating, inserting and deleting rows of the table on the
+origin (the stream runs). `seed s` is until the target confirmed the last chunk; `in sync s`
+until it has also replayed every change made meanwhile (the hand-over to the stream), when
+CHECKSUM TABLE of origin and target are compared (the writer stops first). The table shows
+the median of the runs of each size.
+
+CPU s beside each time: the CPU seconds (user + system) that everything involved spent while it
+ran: both MariaDB servers, the hub and both agents (/proc/PID/stat), this process (the seed's
+driver and the writer) and its child processes (the tools, the seed's readers; getrusage). On
+a machine shared with other work a time grows with the neighbours' load, CPU seconds much less:
+they are the fairer comparison there. The writer and the stream it feeds run in every phase.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
+import resource
+import shutil
+import statistics
 import subprocess
 import tempfile
 import threading
@@ -36,6 +51,7 @@ from .sandbox import Sandbox, Server
 from .verify import caught_up, origin_gtid
 
 SCHEMA, TABLE, DUMPED = "bench", "orders", "bench_dump"
+MYDUMPER_ROWS = 100_000  # mydumper --rows: chunks of a table, so that -t 2 dumps it in two
 DDL = (
     f"CREATE TABLE `{TABLE}` (id BIGINT NOT NULL PRIMARY KEY, customer_id INT NOT NULL, "
     "status ENUM('new','paid','shipped','cancelled') NOT NULL, amount DECIMAL(12,2) NOT NULL, "
@@ -50,18 +66,56 @@ FILL = (
 )
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds spent by the servers, the agents, this process and its children."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.began = 0.0
+
+    def _now(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            usage = resource.getrusage(who)
+            total += usage.ru_utime + usage.ru_stime
+        return total
+
+    def start(self) -> None:
+        self.began = self._now()
+
+    def seconds(self) -> float:
+        return round(self._now() - self.began, 1)
+
+
 @dataclass
 class Cell:
     rows: int
-    dump_seconds: float
+    dump_seconds: float  # mariadb-dump | mariadb
+    mydumper_seconds: float  # mydumper, then myloader
     seed_seconds: float
     in_sync_seconds: float
     writes_during_seed: int
     equal: bool
+    parallel: int = 1
+    runs: int = 1
+    dump_cpu: float = 0.0  # CPU seconds of everything involved (CpuMeter)
+    mydumper_cpu: float = 0.0
+    seed_cpu: float = 0.0  # until in sync
 
     @property
     def ratio(self) -> float:
-        return self.seed_seconds / max(self.dump_seconds, 1e-3)
+        """In sync (the seed and its hand-over to the stream) against mariadb-dump."""
+        return self.in_sync_seconds / max(self.dump_seconds, 1e-3)
+
+    @property
+    def ratio_mydumper(self) -> float:
+        return self.in_sync_seconds / max(self.mydumper_seconds, 1e-3)
 
 
 class Writer:
@@ -116,10 +170,11 @@ def _fill(origin: Server, rows: int) -> None:
         cur.fetchall()
 
 
-def _dump_restore(origin: Server, target: Server) -> float:
+def _dump_restore(origin: Server, target: Server, meter: CpuMeter) -> tuple[float, float]:
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
         cur.execute(f"CREATE DATABASE `{DUMPED}`")
+    meter.start()
     start = time.perf_counter()
     dump = subprocess.Popen(
         ["mariadb-dump", "--single-transaction", "-h127.0.0.1", f"-P{origin.port}", "-uroot",
@@ -135,10 +190,45 @@ def _dump_restore(origin: Server, target: Server) -> float:
     dump.stdout.close()
     if dump.wait() != 0 or restore.returncode != 0:
         raise RuntimeError(f"dump and restore failed: {restore.stderr.decode()[-500:]}")
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, meter.seconds()
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE `{DUMPED}`")
-    return seconds
+    return seconds, cpu
+
+
+def _mydumper(origin: Server, target: Server, folder: Path, meter: CpuMeter) -> tuple[float, float]:
+    """mydumper of the table into `folder`, then myloader of it into DUMPED; both timed."""
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
+        cur.execute(f"CREATE DATABASE `{DUMPED}`")
+    shutil.rmtree(folder, ignore_errors=True)
+    meter.start()
+    start = time.perf_counter()
+    # 0.10: `--tables-list` silently dumps nothing; `--regex` selects the table.
+    dumped = subprocess.run(
+        ["mydumper", "-h", "127.0.0.1", "-P", str(origin.port), "-u", "root",
+         "--trx-consistency-only", "-t", "2", "--rows", str(MYDUMPER_ROWS),
+         "--regex", rf"^{SCHEMA}\.{TABLE}$", "-o", str(folder), "-v", "1"],
+        capture_output=True,
+    )  # fmt: skip
+    loaded = subprocess.run(
+        ["myloader", "-h", "127.0.0.1", "-P", str(target.port), "-u", "root", "-t", "2",
+         "-s", SCHEMA, "-B", DUMPED, "-d", str(folder), "-o", "-v", "1"],
+        capture_output=True,
+    )  # fmt: skip
+    seconds, cpu = time.perf_counter() - start, meter.seconds()
+    if dumped.returncode != 0 or loaded.returncode != 0:
+        raise RuntimeError(
+            f"mydumper/myloader failed: {(dumped.stderr + loaded.stderr).decode()[-500:]}"
+        )
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM `{DUMPED}`.`{TABLE}`")
+        copied = int(cur.fetchone()[0])
+        cur.execute(f"DROP DATABASE `{DUMPED}`")
+    if copied == 0:
+        raise RuntimeError("mydumper/myloader copied no rows (is the --regex right?)")
+    shutil.rmtree(folder, ignore_errors=True)
+    return seconds, cpu
 
 
 def _checksum(server: Server) -> int:
@@ -147,40 +237,73 @@ def _checksum(server: Server) -> int:
         return int(cur.fetchone()[1])
 
 
-def measure(site: LocalSite, rows: int, progress: bool) -> Cell:
+def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: Path) -> Cell:
+    """One run at `rows` rows (the table filled before): the three copies, the seed last."""
     origin, target = site.origin, site.targets[0]
-    _fill(origin, rows)
-    with target.connect(SCHEMA) as conn, conn.cursor() as cur:
-        cur.execute(f"DROP TABLE IF EXISTS `{TABLE}`")
-        cur.execute(DDL)
     options = SeedOptions(
         config=str(site.agents["hub"].config),
         origin="origin",
         target=target.name,
         source=DatabaseSettings(origin.host, origin.port, origin.user, origin.password),
         tables=(f"{SCHEMA}.{TABLE}",),
+        parallel=parallel,
+        restart=True,
     )
+    running = [site.agents[name].process for name in ("hub", "origin", target.name)]
+    agents = [process.pid for process in running if process is not None]
+    meter = CpuMeter([origin.pid, target.pid, *agents])
     with Writer(origin, rows) as writer:
-        dump_seconds = _dump_restore(origin, target)
+        dump_seconds, dump_cpu = _dump_restore(origin, target, meter)
+        mydumper_seconds, mydumper_cpu = _mydumper(origin, target, scratch / "mydumper", meter)
         before = writer.count
+        meter.start()
         start = time.perf_counter()
         seed(options, Progress(quiet=not progress))
         seed_seconds = time.perf_counter() - start
         writes = writer.count - before
     gtid = origin_gtid(origin)
     wait_until(lambda: caught_up(target, "origin", gtid), 600, 0.05, "the target in sync")
-    in_sync = time.perf_counter() - start
+    in_sync, seed_cpu = time.perf_counter() - start, meter.seconds()
     return Cell(
         rows,
         round(dump_seconds, 2),
+        round(mydumper_seconds, 2),
         round(seed_seconds, 2),
         round(in_sync, 2),
         writes,
         _checksum(origin) == _checksum(target),
+        parallel,
+        dump_cpu=dump_cpu,
+        mydumper_cpu=mydumper_cpu,
+        seed_cpu=seed_cpu,
     )
 
 
-def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
+def median(cells: list[Cell]) -> Cell:
+    """The median of each figure over the runs of one size (equal only if every run was)."""
+
+    def mid(name: str) -> float:
+        return round(float(statistics.median(getattr(c, name) for c in cells)), 2)
+
+    return Cell(
+        cells[0].rows,
+        mid("dump_seconds"),
+        mid("mydumper_seconds"),
+        mid("seed_seconds"),
+        mid("in_sync_seconds"),
+        int(mid("writes_during_seed")),
+        all(c.equal for c in cells),
+        cells[0].parallel,
+        len(cells),
+        mid("dump_cpu"),
+        mid("mydumper_cpu"),
+        mid("seed_cpu"),
+    )
+
+
+def run(
+    root: Path, sizes: list[int], progress: bool = True, runs: int = 1, parallel: int = 2
+) -> list[Cell]:
     box = Sandbox(root / "servers")
     site = None
     try:
@@ -193,15 +316,23 @@ def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
         site.wait_online()
         cells = []
         for rows in sizes:
-            cell = measure(site, rows, progress)
-            cells.append(cell)
-            if progress:
-                print(
-                    f"  {rows:,} rows: dump+restore {cell.dump_seconds:.1f} s, seed "
-                    f"{cell.seed_seconds:.1f} s, in sync {cell.in_sync_seconds:.1f} s, "
-                    f"equal: {cell.equal}",
-                    flush=True,
-                )
+            _fill(origin, rows)
+            with target.connect(SCHEMA) as conn, conn.cursor() as cur:
+                cur.execute(f"DROP TABLE IF EXISTS `{TABLE}`")
+                cur.execute(DDL)
+            done = []
+            for number in range(1, runs + 1):
+                cell = measure(site, rows, progress, parallel, root)
+                done.append(cell)
+                if progress:
+                    print(
+                        f"  {rows:,} rows, run {number}: mariadb-dump {cell.dump_seconds:.1f} s, "
+                        f"mydumper {cell.mydumper_seconds:.1f} s, seed {cell.seed_seconds:.1f} "
+                        f"s, in sync {cell.in_sync_seconds:.1f} s, equal: {cell.equal}; CPU s: "
+                        f"{cell.dump_cpu:.0f} / {cell.mydumper_cpu:.0f} / {cell.seed_cpu:.0f}",
+                        flush=True,
+                    )
+            cells.append(median(done))
         return cells
     finally:
         if site is not None:
@@ -210,29 +341,57 @@ def run(root: Path, sizes: list[int], progress: bool = True) -> list[Cell]:
 
 
 def render(cells: list[Cell]) -> str:
+    runs = cells[0].runs if cells else 0
+    parallel = cells[0].parallel if cells else 0
     lines = [
-        f"./dev bench seed — {machine()}",
+        f"./dev bench seed — {machine()}; median of {runs} run(s) per size",
         "one orders table (~120 B a row, a secondary index); a writer changes it all along;",
-        "seed: until the last chunk is applied; in sync: until the changes made meanwhile are too",
+        "DUMP: mariadb-dump --single-transaction | mariadb; MYDUMPER: mydumper -t 2 then",
+        f"myloader -t 2; SEED: binlogsync seed --parallel {parallel} until the last chunk is applied;",
+        "IN SYNC: until the changes made meanwhile are applied too (the hand-over to the stream)",
+        "CPU s: CPU seconds of both servers, the hub, both agents and the tools while each ran",
         "",
-        f"{'ROWS':>11}{'DUMP+RESTORE s':>16}{'rows/s':>10}{'SEED s':>9}{'rows/s':>10}"
-        f"{'SEED/DUMP':>11}{'IN SYNC s':>11}{'WRITES':>8}  EQUAL",
+        f"{'ROWS':>11}{'DUMP s':>8}{'MYDUMPER s':>12}{'SEED s':>8}{'IN SYNC s':>11}{'rows/s':>9}"
+        f"{'SYNC/DUMP':>11}{'SYNC/MYDUMPER':>15}{'WRITES':>8}  EQUAL",
     ]
     for c in cells:
         lines.append(
-            f"{c.rows:>11,}{c.dump_seconds:>16.1f}{c.rows / c.dump_seconds:>10,.0f}"
-            f"{c.seed_seconds:>9.1f}{c.rows / c.seed_seconds:>10,.0f}{c.ratio:>10.2f}x"
-            f"{c.in_sync_seconds:>11.1f}{c.writes_during_seed:>8,}  {'yes' if c.equal else 'NO'}"
+            f"{c.rows:>11,}{c.dump_seconds:>8.1f}{c.mydumper_seconds:>12.1f}"
+            f"{c.seed_seconds:>8.1f}{c.in_sync_seconds:>11.1f}"
+            f"{c.rows / max(c.in_sync_seconds, 1e-3):>9,.0f}{c.ratio:>10.2f}x"
+            f"{c.ratio_mydumper:>14.2f}x{c.writes_during_seed:>8,}  {'yes' if c.equal else 'NO'}"
         )
+        lines.append(
+            f"{'CPU s':>11}{c.dump_cpu:>8.0f}{c.mydumper_cpu:>12.0f}{'':>8}{c.seed_cpu:>11.0f}"
+            f"{'':>9}{c.seed_cpu / max(c.dump_cpu, 1e-3):>10.2f}x"
+            f"{c.seed_cpu / max(c.mydumper_cpu, 1e-3):>14.2f}x"
+        )
+    lines.append(
+        "goal: IN SYNC <= MYDUMPER and <= 0.7x DUMP; the machine is shared: other work may run"
+    )
     return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     with tempfile.TemporaryDirectory(prefix="binlogsync-bench-", dir=args.dir) as tmp:
-        cells = run(Path(tmp), sizes, progress=not args.json)
+        cells = run(
+            Path(tmp), sizes, progress=not args.json, runs=args.runs, parallel=args.parallel
+        )
     if args.json:
-        print(json.dumps([{**asdict(c), "ratio": round(c.ratio, 3)} for c in cells], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        **asdict(c),
+                        "ratio": round(c.ratio, 3),
+                        "ratio_mydumper": round(c.ratio_mydumper, 3),
+                    }
+                    for c in cells
+                ],
+                indent=2,
+            )
+        )
     else:
         print(render(cells))
     return 0 if all(c.equal for c in cells) else 1

@@ -207,6 +207,93 @@ def test_seed_resumes_after_kill_9_of_the_seed(
         wait_equal(s, dbname, ["t", "u"])
 
 
+K = "CREATE TABLE k (name VARCHAR(40) NOT NULL PRIMARY KEY, n INT NOT NULL)"  # a text key
+E = "CREATE TABLE e (id INT PRIMARY KEY)"  # stays empty
+
+
+def test_parallel_seed_copies_every_table_exactly_and_hands_over_once(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """--parallel 3: key ranges of every table read by three reader processes at once, sent
+    in key order; with writes going on, every table ends equal to the origin's (the changes
+    made meanwhile replayed over the chunks exactly once: nothing lost, nothing stale)."""
+    create([origin, target], dbname, T, U, K, E)
+    _fill(origin, dbname, 30_000)
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.executemany(
+            "INSERT INTO k VALUES (%s, %s)",
+            [(f"Name-{i:05d}-{'x' * (i % 9)}", i) for i in range(4000)],
+        )
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        # Stale rows on the target: the seed replaces each table's rows.
+        with target.connect(dbname) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO t (id, v) VALUES (999999, 1), (5, 5)")
+            cur.execute("INSERT INTO e VALUES (1)")
+        with Writer(origin, dbname, 30_000) as writer:
+            report = run_seed(s, target, "--parallel", "3", "--chunk-rows", "1000")
+            wait_until(lambda: writer.count > 200, 30, what="writes during the seed")
+            with origin.connect(dbname) as conn, conn.cursor() as cur:
+                cur.execute("UPDATE k SET n = n + 1 WHERE n % 7 = 0")
+        assert report["parallel"] == 3
+        seeded = {t["table"]: t for t in report["tables"]}
+        assert set(seeded) == {f"{dbname}.{n}" for n in "tuke"}
+        assert seeded[f"{dbname}.t"]["chunks"] >= 25 and seeded[f"{dbname}.k"]["chunks"] >= 4
+        assert seeded[f"{dbname}.e"]["rows"] == 0
+        wait_equal(s, dbname, ["t", "u", "k", "e"])
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_parallel_seed_resumes_after_kill_9_and_leaves_no_reader_behind(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    with _site(tmp_path, origin, target, dbname, 40_000) as s:
+        with Writer(origin, dbname, 40_000):
+            first = subprocess.Popen(
+                seed_command(
+                    s, target, "--parallel", "3", "--chunk-rows", "2000",
+                    "--max-rows-per-second", "8000",
+                ),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                wait_until(lambda: len(_children(first.pid)) >= 3, 60, what="the readers")
+                readers = _children(first.pid)
+                wait_until(lambda: _seeded_rows(s, dbname) >= 8_000, 60, what="part of the seed")
+            finally:
+                first.kill()
+                first.wait()
+            # Each reader ends when its pipe to the killed seed closes.
+            wait_until(lambda: not any(_alive(p) for p in readers), 30, what="the readers ending")
+            report = run_seed(s, target, "--parallel", "3", "--chunk-rows", "5000")
+        table = {t["table"]: t for t in report["tables"]}[f"{dbname}.t"]
+        assert report["resumed"] is True
+        assert table["resumed_at"] >= 8_000  # went on, did not start over
+        wait_equal(s, dbname, ["t", "u"])
+
+
 def _seeded_rows(s: LocalSite, db: str) -> int:
     from binlogsync.hubcommands import fetch_status
 

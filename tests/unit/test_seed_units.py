@@ -121,3 +121,60 @@ def test_resume_takes_the_interrupted_run_and_a_finished_one_starts_over() -> No
     finished = {k: {**v, "done": True} for k, v in rec.items()}
     run, resume = _resume(_options(), tables, finished)  # type: ignore[arg-type]
     assert run != "r1" and resume == {}
+
+
+def test_parallel_must_be_from_1_to_64() -> None:
+    for bad in (0, 65):
+        with pytest.raises(UsageError, match="--parallel from 1 to 64"):
+            _options(parallel=bad)
+    assert _options(parallel=1).parallel == 1
+
+
+def _chunk(**kw: Any) -> SeedChunk:
+    base = dict(
+        run="run1", schema="db", table="t", first=False, reset=False, last_key=b"\x91\x0a",
+        rows=5, done_rows=10, total_rows=100, done=False, started=1.7e9,
+        after=b"\x91\x05", chained=True, rewind=False,
+    )  # fmt: skip
+    base.update(kw)
+    return SeedChunk(**base)  # type: ignore[arg-type]
+
+
+def test_a_chained_chunk_travels_with_its_start_and_an_old_one_without() -> None:
+    chunk = _chunk(rewind=True)
+    assert SeedChunk.from_wire(chunk.to_wire()) == chunk
+    assert "after" not in GOOD.to_wire() and SeedChunk.from_wire(GOOD.to_wire()) == GOOD
+    with pytest.raises(ProtocolError, match="'after'"):
+        SeedChunk.from_wire({**chunk.to_wire(), "after": 5})
+    with pytest.raises(ProtocolError, match="'rewind'"):
+        SeedChunk.from_wire({**chunk.to_wire(), "rewind": 1})
+
+
+def test_the_hub_records_a_chunk_only_where_it_continues_the_record() -> None:
+    import sqlite3
+
+    from binlogsync.hub.seeds import SeedRecords
+
+    records = SeedRecords(sqlite3.connect(":memory:", isolation_level=None))
+
+    def where() -> tuple[int, str | None]:
+        (row,) = records.status()
+        return row["rows"], row["last_key"]
+
+    first = _chunk(first=True, after=None, last_key=b"\x91\x05", done_rows=5)
+    assert records.applied("o", "t", first, "0-1-1")
+    # Chunk 3 applied while chunk 2 was lost: the record stays after chunk 1.
+    third = _chunk(after=b"\x91\x0a", last_key=b"\x91\x0f", done_rows=15)
+    assert not records.applied("o", "t", third, "0-1-3")
+    assert where() == (5, "9105")
+    # Chunk 2 continues the record; then chunk 3 does.
+    assert records.applied("o", "t", _chunk(), "0-1-2")
+    assert records.applied("o", "t", third, "0-1-3")
+    assert where() == (15, "910f")
+    # Another run's chunk does not continue this run's record; a rewind moves it back.
+    assert not records.applied("o", "t", _chunk(run="run2", after=b"\x91\x0f"), "0-1-4")
+    assert records.applied("o", "t", _chunk(rewind=True), "0-1-5")
+    assert where() == (10, "910a")
+    # A seed that sends no start is recorded as before.
+    assert records.applied("o", "t", _chunk(after=None, chained=False, done_rows=99), "0-1-6")
+    assert where() == (99, "910a")

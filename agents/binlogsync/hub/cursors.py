@@ -38,7 +38,8 @@ class Cursor:
     sent_key: int = -1
     sent_position: Position | None = None  # the `upto` of the last whole DELIVER sent
     parts_sent: int = 0
-    inflight: deque[tuple[int, int]] = field(default_factory=deque)  # (seq, upto key)
+    inflight: deque[tuple[int, int, int]] = field(default_factory=deque)  # (seq, upto key, bytes)
+    inflight_bytes: int = 0  # the bodies of the DELIVERs in flight
     next_seq: int = 1
     dirty: bool = False
     applied_at: float | None = None
@@ -60,6 +61,7 @@ class Cursor:
     def rewind(self) -> None:
         """Forget what is in flight: it will be sent again from `applied`."""
         self.inflight.clear()
+        self.inflight_bytes = 0
         self.sent_key, self.sent_position = self.applied_key, self.applied
         self.parts_sent = 0
         self.repair_seq = None  # a repair in flight is sent again (applying it twice is safe)
@@ -77,12 +79,14 @@ class Cursor:
         self.dirty = position is not None
         self.rewind()
 
-    def sent(self, upto_key: int, part: bool = False) -> int:
-        """Record one DELIVER: a whole batch up to `upto_key`, or one part of the entry there
-        (the entry counts as sent with its last part: the caller passes part=False then)."""
+    def sent(self, upto_key: int, part: bool = False, size: int = 0) -> int:
+        """Record one DELIVER of `size` bytes of bodies: a whole batch up to `upto_key`, or one
+        part of the entry there (the entry counts as sent with its last part: the caller
+        passes part=False then)."""
         seq = self.next_seq
         self.next_seq += 1
-        self.inflight.append((seq, upto_key))
+        self.inflight.append((seq, upto_key, size))
+        self.inflight_bytes += size
         if part:
             self.parts_sent += 1
         else:
@@ -91,7 +95,7 @@ class Cursor:
 
     def acknowledge(self, seq: int, upto: Position | None) -> None:
         while self.inflight and self.inflight[0][0] <= seq:
-            self.inflight.popleft()
+            self.inflight_bytes -= self.inflight.popleft()[2]
         if upto is not None and upto.key > self.applied_key:
             self.applied = upto
             self.applied_at = time.time()

@@ -53,6 +53,12 @@ class Retention(Protocol):
 
 
 DELIVER_BYTES = 8 * 1024 * 1024
+# The bodies of unacknowledged DELIVERs, all cursors together: they sit in the hub's memory
+# (ZeroMQ's queues) until the target reads them, so with a cursor's window alone (8 DELIVERs
+# of up to 8 MiB) a fleet of lagging targets took the hub to ~750 MB (`bench fleet`, 200
+# cursors). Each cursor gets an equal share, at least CURSOR_BYTES_MIN and at most a window.
+INFLIGHT_BYTES = 256 * 1024 * 1024
+CURSOR_BYTES_MIN = 1024 * 1024
 _FRAME_ROOM = 64 * 1024  # header and frames around the bodies
 
 
@@ -76,11 +82,18 @@ class Delivery:
         for route in config.routes:
             for target in route.targets:
                 self.cursors.setdefault((target, route.origin), Cursor(target, route.origin))
+        self._by_origin: dict[str, list[Cursor]] = {}
+        for (_target, origin), cursor in self.cursors.items():
+            self._by_origin.setdefault(origin, []).append(cursor)
         for key, position in store.cursors().items():
             if key in self.cursors:
                 self.cursors[key].applied = position
                 self.cursors[key].rewind()
                 self.reported.add(key)
+        self.cursor_bytes = max(
+            CURSOR_BYTES_MIN,
+            min(config.window * DELIVER_BYTES, INFLIGHT_BYTES // max(1, len(self.cursors))),
+        )  # a cursor's share of INFLIGHT_BYTES
         self.repairs = Repairs(
             router,
             hosts,
@@ -104,7 +117,7 @@ class Delivery:
         return cursor
 
     def of_origin(self, origin: str) -> list[Cursor]:
-        return [c for (_t, o), c in self.cursors.items() if o == origin]
+        return list(self._by_origin.get(origin, ()))
 
     def reports(self, origin: str) -> dict[str, Position | None]:
         """The checkpoints `origin`'s targets reported to this log (absent: not yet)."""
@@ -280,7 +293,9 @@ class Delivery:
         if not host.online or "target" not in host.roles:
             return False
         hard = host.max_message_bytes - _FRAME_ROOM  # no message may be larger
-        budget = min(DELIVER_BYTES, hard)  # bodies batched per message; a larger one goes alone
+        # Bodies batched per message (a larger one goes alone): a quarter of the cursor's
+        # share at most, so that a few DELIVERs are in flight at once.
+        budget = min(DELIVER_BYTES, hard, max(self.cursor_bytes // 4, 64 * 1024))
         whole = self.router.passes_whole(origin, target)
         bodies: list[bytes] = []
         size = 0
@@ -343,7 +358,10 @@ class Delivery:
         oldest: float | None,
     ) -> bool:
         assert upto is not None
-        if len(cursor.inflight) >= self.config.window:
+        size = sum(map(len, bodies))
+        if len(cursor.inflight) >= self.config.window or (
+            cursor.inflight and cursor.inflight_bytes + size > self.cursor_bytes
+        ):
             return False
         header: dict[str, Any] = {
             "origin": cursor.origin,
@@ -355,7 +373,7 @@ class Delivery:
             header["ts"] = oldest
         if not self.send(host.identity, frames.DELIVER, header, bodies):
             return False
-        cursor.sent(upto.key)
+        cursor.sent(upto.key, size=size)
         cursor.sent_position = upto
         self.metrics.delivered.labels(cursor.target, cursor.origin).inc(len(bodies))
         return True
@@ -367,7 +385,9 @@ class Delivery:
         assert entry.begin_key is not None
         whole = self.router.passes_whole(origin, host.name)
         while cursor.parts_sent < entry.parts:
-            if len(cursor.inflight) >= self.config.window:
+            if len(cursor.inflight) >= self.config.window or (
+                cursor.inflight and cursor.inflight_bytes >= self.cursor_bytes
+            ):
                 return False
             number = cursor.parts_sent + 1
             try:
@@ -395,7 +415,7 @@ class Delivery:
                 header["ts"] = entry.timestamp
             if not self.send(host.identity, frames.DELIVER, header, [body]):
                 return False
-            cursor.sent(entry.position.key, part=not last)
+            cursor.sent(entry.position.key, part=not last, size=len(body))
             if last:
                 cursor.sent_position = entry.position
             self.metrics.delivered.labels(cursor.target, origin).inc(1 if last else 0)

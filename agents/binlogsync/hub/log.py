@@ -28,7 +28,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -136,6 +136,21 @@ class OriginHead:
     head_ts: float | None
     appended: int
     floor: Position | None  # the log holds everything of the origin after it
+
+
+@dataclass(slots=True)
+class _Plan:
+    """One origin's append, worked out before the commit that writes it (HubLog._plan)."""
+
+    origin: str
+    current: OriginHead | None
+    staged: Any  # (begin_key, number) of the parts arriving, None, or _UNKNOWN (not read)
+    rows: list[tuple[object, ...]] = field(default_factory=list)  # log rows
+    parts: list[tuple[object, ...]] = field(default_factory=list)  # parts rows
+    wipe: int | None = None  # the parts from this begin_key on are dropped first
+    last: Entry | StagedPart | None = None
+    last_position: Position | None = None
+    appended: int = 0
 
 
 def _pos(text: str) -> Position:
@@ -281,21 +296,58 @@ class HubLog:
         when a part does not continue the parts stored so far (the caller makes the origin
         send its transaction again).
         """
+        result = self.append_many({origin: items})[origin]
+        if isinstance(result, ValueError):
+            raise result
+        return result
+
+    def append_many(
+        self, batches: dict[str, Iterable[Entry | StagedPart]]
+    ) -> dict[str, tuple[Position | None, int] | ValueError]:
+        """`append` for several origins in one durable commit (a commit costs the hub an
+        fsync whatever it holds: a hub with many origins pays it once per turn, not once per
+        origin). An origin whose parts do not continue what is stored gets its ValueError
+        and nothing of it is written; the others are stored."""
+        results: dict[str, tuple[Position | None, int] | ValueError] = {}
+        plans: list[_Plan] = []
+        for origin, items in batches.items():
+            try:
+                plan = self._plan(origin, items)
+            except ValueError as exc:
+                results[origin] = exc
+                continue
+            if plan.parts or plan.last_position is not None:
+                plans.append(plan)
+            else:
+                current = plan.current
+                results[origin] = (current.head if current else None), 0
+        if not plans:
+            return results
+        for plan in plans:
+            self._staging.pop(plan.origin, None)  # known again once the commit below is done
+        now = time.time()
+        with self.db:
+            self.db.execute("BEGIN")
+            for plan in plans:
+                self._write(plan, now)
+        for plan in plans:
+            results[plan.origin] = self._applied(plan)
+        return results
+
+    def _plan(self, origin: str, items: Iterable[Entry | StagedPart]) -> _Plan:
+        """What appending `items` writes (nothing is written yet); ValueError when a part does
+        not continue what is stored."""
         current = self.heads.get(origin)
+        plan = _Plan(origin, current, self._staging.get(origin, _UNKNOWN))
         head_key = current.head.key if current else -1
-        rows: list[tuple[object, ...]] = []
-        parts: list[tuple[object, ...]] = []
-        wipe: int | None = None
-        staged = self._staging.get(origin, _UNKNOWN)
-        last: Entry | StagedPart | None = None
-        last_position: Position | None = None
         appended = current.appended if current else 0
+        rows, parts, staged = plan.rows, plan.parts, plan.staged
         for item in items:
             if isinstance(item, Entry):
                 if item.position.key <= head_key:
                     continue  # a duplicate: the client re-read its binlog after a restart
                 head_key = item.position.key
-                last, last_position = item, item.position
+                plan.last, plan.last_position = item, item.position
                 if item.payload:
                     appended += 1
                     rows.append(
@@ -308,7 +360,7 @@ class HubLog:
             if staged is _UNKNOWN:
                 staged = self._staged(origin, head_key)
             if item.number == 1:
-                wipe, staged = item.begin_key, (item.begin_key, 0)
+                plan.wipe, staged = item.begin_key, (item.begin_key, 0)
             if staged is None or staged != (item.begin_key, item.number - 1):
                 raise ValueError(
                     f"part {item.number} of the transaction at key {item.begin_key} does not "
@@ -327,38 +379,49 @@ class HubLog:
                     (origin, item.end.key, appended, _text(item.end), item.timestamp, b"",
                      item.number, item.begin_key, None)
                 )  # fmt: skip
-                last, last_position, staged = item, item.end, None
-        if not parts and last_position is None:
-            return (current.head if current else None), 0
-        self._staging.pop(origin, None)  # known again once the commit below is done
-        with self.db:
-            self.db.execute("BEGIN")
-            if wipe is not None:  # the origin started this transaction over: drop its old parts
-                self.db.execute("DELETE FROM parts WHERE origin=? AND begin_key>=?", (origin, wipe))
-            self.db.executemany("INSERT OR REPLACE INTO parts VALUES (?,?,?,?,?)", parts)
+                plan.last, plan.last_position, staged = item, item.end, None
+        plan.staged, plan.appended = staged, appended
+        return plan
+
+    def _write(self, plan: _Plan, now: float) -> None:
+        """The statements of one origin's append, inside the caller's transaction."""
+        origin = plan.origin
+        if plan.wipe is not None:  # the origin started this transaction over: drop old parts
+            self.db.execute(
+                "DELETE FROM parts WHERE origin=? AND begin_key>=?", (origin, plan.wipe)
+            )
+        if plan.parts:
+            self.db.executemany("INSERT OR REPLACE INTO parts VALUES (?,?,?,?,?)", plan.parts)
+        if plan.rows:
             self.db.executemany(
                 "INSERT OR IGNORE INTO log (origin, pos_key, seq, position, ts, payload, parts, "
                 "begin_key, tables) VALUES (?,?,?,?,?,?,?,?,?)",
-                rows,
+                plan.rows,
             )
-            if last_position is not None:
-                assert last is not None
-                self.db.execute(
-                    "INSERT INTO origins (origin, head_key, head, registered_at, appended, "
-                    "head_ts) VALUES (?,?,?,?,?,?) ON CONFLICT(origin) DO UPDATE SET "
-                    "head_key=excluded.head_key, head=excluded.head, "
-                    "appended=excluded.appended, head_ts=excluded.head_ts",
-                    (origin, last_position.key, _text(last_position), time.time(), appended,
-                     last.timestamp),
-                )  # fmt: skip
-        if staged is not _UNKNOWN:
-            self._staging[origin] = staged
-        if last_position is None:
+        if plan.last_position is not None:
+            assert plan.last is not None
+            self.db.execute(
+                "INSERT INTO origins (origin, head_key, head, registered_at, appended, "
+                "head_ts) VALUES (?,?,?,?,?,?) ON CONFLICT(origin) DO UPDATE SET "
+                "head_key=excluded.head_key, head=excluded.head, "
+                "appended=excluded.appended, head_ts=excluded.head_ts",
+                (origin, plan.last_position.key, _text(plan.last_position), now,
+                 plan.appended, plan.last.timestamp),
+            )  # fmt: skip
+
+    def _applied(self, plan: _Plan) -> tuple[Position | None, int]:
+        """After the commit: the heads and staging as the plan wrote them."""
+        current = plan.current
+        if plan.staged is not _UNKNOWN:
+            self._staging[plan.origin] = plan.staged
+        if plan.last_position is None:
             return (current.head if current else None), 0
-        assert last is not None
+        assert plan.last is not None
         floor = current.floor if current else None
-        self.heads[origin] = OriginHead(origin, last_position, last.timestamp, appended, floor)
-        return last_position, appended - (current.appended if current else 0)
+        self.heads[plan.origin] = OriginHead(
+            plan.origin, plan.last_position, plan.last.timestamp, plan.appended, floor
+        )
+        return plan.last_position, plan.appended - (current.appended if current else 0)
 
     def _staged(self, origin: str, head_key: int) -> tuple[int, int] | None:
         """(begin_key, highest number) of the transaction whose parts are arriving, if any,

@@ -10,13 +10,14 @@ checkpoint older than anything the log holds, makes capture restart from there
 is asked for first, since a PURGE may have come after its last one; otherwise that target is
 blocked with a "reseed needed" error (delivery.py). Capture never starts from "now" silently.
 
-What it sends. BATCH bodies are whole transactions or parts of large ones. An origin's
-batches wait to be stored together in one commit, and are acknowledged after it (group
-commit): at once when the origin's last commit is at least COMMIT_INTERVAL old (a quiet
-stream waits for nothing), else when it is. A commit costs the hub 100-200 µs of CPU
-whatever it holds (most of it the fsync), so under load this caps commits at a few hundred a
-second per origin; targets do not wait for it, since whole transactions are forwarded to
-them as they arrive (delivery.py: forward).
+What it sends. BATCH bodies are whole transactions or parts of large ones. The batches of
+every origin wait to be stored together in one commit, and are acknowledged after it (group
+commit): at once when the hub's last commit is at least COMMIT_INTERVAL old (a quiet stream
+waits for nothing), else when it is. A commit costs the hub 100-200 µs of CPU whatever it
+holds (most of it the fsync), so under load this caps commits at a few hundred a second for
+the whole hub, however many origins speak to it (one commit per origin cost a hub with 50
+origins half a core: `bench fleet`); targets do not wait for it, since whole transactions are
+forwarded to them as they arrive (delivery.py: forward).
 
 Halts and skips. An origin whose capture stopped (HALTED: statement-based DML, a partial row
 image, …) is shown in `status` with its error until it moves on. `capture-skip` (an admin
@@ -48,7 +49,7 @@ log = logging.getLogger("binlogsync.hub")
 Send = Callable[[bytes, bytes, dict[str, Any], Sequence[bytes]], bool]
 
 
-COMMIT_INTERVAL = 0.002  # seconds: at most one commit per origin this often …
+COMMIT_INTERVAL = 0.002  # seconds: at most one commit this often …
 _WAITING_ITEMS = 20_000  # … unless this many bodies wait (memory stays bounded)
 
 
@@ -98,7 +99,7 @@ class Origins:
         self.waiting: dict[str, list[Pending]] = {}
         self._waiting_items: dict[str, int] = {}
         self._waiting_end: dict[str, Position] = {}  # the last transaction end among them
-        self._stored_at: dict[str, float] = {}  # … and when each origin's last commit ended
+        self._stored_at = 0.0  # … and when the last commit ended (one for every origin)
         # What arrived since `take_new`, by origin: the key it continues (where the log will
         # end before it) and the items, for forwarding to up-to-date targets.
         self._new: dict[str, tuple[int, list[Entry | StagedPart]]] = {}
@@ -178,19 +179,22 @@ class Origins:
         return new
 
     def due(self, now: float) -> list[str]:
-        """The origins whose waiting batches are to be committed now."""
-        return [
-            name
-            for name in self.waiting
-            if now >= self._stored_at.get(name, 0.0) + self.commit_interval
-            or self._waiting_items[name] >= _WAITING_ITEMS
-        ]
+        """The origins whose waiting batches are to be committed now: every waiting one, once
+        the hub's last commit is COMMIT_INTERVAL old or one origin has many bodies waiting
+        (they share the commit: store_all)."""
+        if not self.waiting:
+            return []
+        if now >= self._stored_at + self.commit_interval or any(
+            n >= _WAITING_ITEMS for n in self._waiting_items.values()
+        ):
+            return list(self.waiting)
+        return []
 
     def next_due(self) -> float | None:
-        """When the earliest waiting origin is due (time.monotonic); None: nothing waits."""
+        """When the waiting batches are due (time.monotonic); None: nothing waits."""
         if not self.waiting:
             return None
-        return min(self._stored_at.get(n, 0.0) + self.commit_interval for n in self.waiting)
+        return self._stored_at + self.commit_interval
 
     def _drop_waiting(self, name: str) -> list[Pending]:
         self._waiting_items.pop(name, None)
@@ -308,21 +312,39 @@ class Origins:
     def store(self, name: str) -> Position | None:
         """Store one origin's waiting batches in one commit and acknowledge them; the new
         head."""
-        pending = self.waiting.pop(name, [])
-        self._waiting_items.pop(name, None)
-        self._waiting_end.pop(name, None)
-        items = [i for p in pending for i in p.items]
-        self.table_maps.add(name, (m for p in pending for m in p.maps))
+        return self.store_all([name]).get(name)
+
+    def store_all(self, names: list[str]) -> dict[str, Position | None]:
+        """Store these origins' waiting batches in one commit (group commit across origins:
+        the fsync is paid once) and acknowledge them; the new head of each."""
+        pending = {name: self.waiting.pop(name, []) for name in names}
+        for name in names:
+            self._waiting_items.pop(name, None)
+            self._waiting_end.pop(name, None)
+            self.table_maps.add(name, (m for p in pending[name] for m in p.maps))
         try:
-            head, fresh = self.log.append(name, items)
-        except ValueError as exc:
-            log.warning("origin %s sent a part out of order (%s); it starts that over", name, exc)
-            host = self.hosts.get(name)
-            if host is not None and host.online:
-                self.kick(host, "a transaction's parts arrived out of order")
-            return self.log.head(name)
+            results = self.log.append_many(
+                {name: [i for p in batches for i in p.items] for name, batches in pending.items()}
+            )
         finally:
-            self._stored_at[name] = time.monotonic()
+            self._stored_at = time.monotonic()
+        heads: dict[str, Position | None] = {}
+        for name, result in results.items():
+            if isinstance(result, ValueError):
+                log.warning(
+                    "origin %s sent a part out of order (%s); it starts that over", name, result
+                )
+                host = self.hosts.get(name)
+                if host is not None and host.online:
+                    self.kick(host, "a transaction's parts arrived out of order")
+                heads[name] = self.log.head(name)
+                continue
+            heads[name] = self._acknowledge(name, pending[name], *result)
+        return heads
+
+    def _acknowledge(
+        self, name: str, pending: list[Pending], head: Position | None, fresh: int
+    ) -> Position | None:
         self.metrics.appended.labels(name).inc(fresh)
         if head is None:
             return None

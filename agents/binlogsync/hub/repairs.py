@@ -171,7 +171,16 @@ class Repairs:
             upto,
         )
         if repair.seed is not None:
-            self.seeds.applied(cursor.origin, target, repair.seed, str(repair.snapshot))
+            if not self.seeds.applied(cursor.origin, target, repair.seed, str(repair.snapshot)):
+                log.warning(
+                    "seed chunk %s of %s.%s for %s applied but not recorded: it does not "
+                    "continue the recorded chunks (an earlier one was lost; the seed sends "
+                    "it again)",
+                    repair.id,
+                    repair.seed.schema,
+                    repair.seed.table,
+                    target,
+                )
             if repair.seed.reset:
                 self.reseeded(cursor.origin, target)  # the checkpoint is in the log again
         self.send(repair.requester, frames.REPAIRED, {"id": repair.id, "upto": upto}, ())

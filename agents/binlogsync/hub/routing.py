@@ -13,24 +13,37 @@ class Router:
     def __init__(self, routes: tuple[Route, ...]) -> None:
         self.routes = routes
         self._decisions: dict[tuple[str, str, str, str], Route | None] = {}
+        # The routes never change while the hub runs; these are asked per message, and a
+        # scan of every route per message grows with the fleet (`bench fleet`).
+        self._pairs: dict[tuple[str, str], list[Route]] = {}
+        self._targets: dict[str, frozenset[str]] = {}
+        self._origins: dict[str, frozenset[str]] = {}
+        for r in routes:
+            for t in r.targets:
+                self._pairs.setdefault((r.origin, t), []).append(r)
+        for origin, target in self._pairs:
+            self._targets[origin] = self._targets.get(origin, frozenset()) | {target}
+            self._origins[target] = self._origins.get(target, frozenset()) | {origin}
+        self._whole = {
+            pair: any("*.*" in r.tables.patterns and not r.rename for r in found)
+            for pair, found in self._pairs.items()
+        }
 
-    def targets_of(self, origin: str) -> set[str]:
-        return {t for r in self.routes if r.origin == origin for t in r.targets}
+    def targets_of(self, origin: str) -> frozenset[str]:
+        return self._targets.get(origin, frozenset())
 
-    def origins_of(self, target: str) -> set[str]:
-        return {r.origin for r in self.routes if target in r.targets}
+    def origins_of(self, target: str) -> frozenset[str]:
+        return self._origins.get(target, frozenset())
 
     def hosts(self) -> set[str]:
         return {r.origin for r in self.routes} | {t for r in self.routes for t in r.targets}
 
     def _routes(self, origin: str, target: str) -> list[Route]:
-        return [r for r in self.routes if r.origin == origin and target in r.targets]
+        return self._pairs.get((origin, target), [])
 
     def passes_whole(self, origin: str, target: str) -> bool:
         """True when the target gets every change unchanged, so stored bytes can be forwarded."""
-        return any(
-            "*.*" in r.tables.patterns and not r.rename for r in self._routes(origin, target)
-        )
+        return self._whole.get((origin, target), False)
 
     def _route_for(self, routes: list[Route], schema: str, table: str) -> Route | None:
         for route in routes:

@@ -37,8 +37,17 @@ class SeedRecords:
         self.db = db
         self.db.executescript(_SCHEMA)
 
-    def applied(self, origin: str, target: str, chunk: SeedChunk, snapshot: str) -> None:
+    def applied(self, origin: str, target: str, chunk: SeedChunk, snapshot: str) -> bool:
+        """Record a chunk the target applied; False (nothing recorded) when it does not
+        continue the record (see `after` above)."""
         now = time.time()
+        found = self.db.execute(
+            "SELECT run, last_key FROM seeds WHERE origin = ? AND target = ? AND schema_name = ? "
+            "AND table_name = ?",
+            (origin, target, chunk.schema, chunk.table),
+        ).fetchone()
+        if not chunk.continues(None if found is None else (found[0], found[1])):
+            return False
         with self.db:
             self.db.execute("BEGIN")
             self.db.execute(
@@ -60,6 +69,7 @@ class SeedRecords:
                     snapshot,
                 ),
             )
+        return True
 
     def status(self) -> list[dict[str, Any]]:
         """Every table's record, for STATUS (keys as hex of their packed form)."""

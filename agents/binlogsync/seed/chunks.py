@@ -1,11 +1,13 @@
-"""One chunk of a table: the next rows by primary key, read in a consistent snapshot.
+"""One chunk of a table: the next rows by primary key, read in a consistent snapshot; and where
+the next chunk ends, for readers that read several chunks of a table at once (readers.py).
 
 Each chunk has a snapshot of its own (`START TRANSACTION WITH CONSISTENT SNAPSHOT`, and the
 position it holds: on MariaDB the GTID state read just before it opened, a lower bound that
 costs no binlog scan; reconcile/pinning.py), so no transaction stays open longer than one
 chunk's read and nothing is locked: other sessions write on. The rows are the ones with a key
 above the previous chunk's last key, in key order (`ORDER BY` the primary key, `LIMIT n`), as
-whole row images (FLOAT widened exactly; DECIMAL and dates as the codec carries them).
+whole row images (FLOAT widened exactly; DECIMAL and dates as the codec carries them); or, for
+a key range found before (`bound`), every row of the range `after < key <= upto`.
 """
 
 from __future__ import annotations
@@ -61,16 +63,23 @@ def like_capture(table: SeedTable, rows: list[tuple[Any, ...]]) -> list[tuple[An
     return out
 
 
-def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
-    """The next `limit` rows after `after` (None: from the start) and the snapshot's position."""
+def read(
+    conn: Any, table: SeedTable, after: Key | None, limit: int, upto: Key | None = None
+) -> Chunk:
+    """The next `limit` rows after `after` (None: from the start), or with `upto` every row of
+    `after < key <= upto`; and the snapshot's position."""
     where, params = after_where(table.key, after)
     order = ", ".join(ident(c) for c in table.key)
+    tail = f" ORDER BY {order} LIMIT {int(limit)}"
+    if upto is not None:
+        beyond, more = after_where(table.key, upto)
+        where, params, tail = f"{where} AND NOT {beyond}", [*params, *more], f" ORDER BY {order}"
     sql = (
         rows_sql(table.schema, table.table, table.columns, where, table.floats).replace(
             f"FROM {qualified(table.schema, table.table)}",
             f"FROM {qualified(table.schema, table.table)} FORCE INDEX (PRIMARY)",
         )
-        + f" ORDER BY {order} LIMIT {int(limit)}"
+        + tail
     )
     snapshot = pinning.snapshot(conn, lower_bound=True)
     try:
@@ -85,3 +94,19 @@ def read(conn: Any, table: SeedTable, after: Key | None, limit: int) -> Chunk:
         # Key values as query parameters again (the reader gives some as codec values).
         last = tuple(unpack(pack([rows[-1][table.columns.index(c)] for c in table.key])))
     return Chunk(snapshot, rows, last)
+
+
+def bound(conn: Any, table: SeedTable, after: Key | None, rows: int) -> Key | None:
+    """The key of the `rows`-th row after `after` (None: fewer rows are left): where a chunk
+    of `rows` rows ends. Reads the primary key's index only, no row leaves the server; `conn`
+    converts values as PyMySQL does, so the key goes back as query parameters."""
+    where, params = after_where(table.key, after)
+    order = ", ".join(ident(c) for c in table.key)
+    sql = (
+        f"SELECT {order} FROM {qualified(table.schema, table.table)} FORCE INDEX (PRIMARY) "
+        f"WHERE {where} ORDER BY {order} LIMIT 1 OFFSET {max(0, int(rows) - 1)}"
+    )
+    with conn.cursor() as cur:
+        cur.execute(sql, params)
+        found = cur.fetchone()
+    return None if found is None else tuple(found)

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
-from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_WINDOW
+from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_PARALLEL, DEFAULT_WINDOW
 
 if TYPE_CHECKING:
     from ..config import DatabaseSettings
@@ -48,6 +48,13 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--window", type=int, default=DEFAULT_WINDOW, help="chunks in flight, unconfirmed"
+    )
+    s.add_argument(
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        help="chunk readers at once (processes, each with its own connection to the origin); "
+        "1: read in the seed's own process",
     )
     s.add_argument(
         "--max-rows-per-second",
@@ -105,6 +112,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         chunk_rows=args.chunk_rows,
         chunk_bytes=args.chunk_bytes,
         window=args.window,
+        parallel=args.parallel,
         max_rows_per_second=args.max_rows_per_second,
         restart=args.restart,
         timeout=args.timeout,

@@ -44,7 +44,7 @@ from zmq.utils.monitor import recv_monitor_message
 from ..config import ClientConfig
 from ..errors import ProtocolError
 from ..runloop import Backoff
-from . import curve, frames
+from . import curve, frames, sockets
 from .frames import Message
 
 log = logging.getLogger("binlogsync.link")
@@ -133,7 +133,7 @@ class HubLink:
         """Send now, or return False when no connection to the hub is up (nothing queues)."""
         assert self.socket is not None
         try:
-            self.socket.send_multipart(frames.encode(kind, header, bodies or ()), zmq.NOBLOCK)
+            sockets.send(self.socket, frames.encode(kind, header, bodies or ()))
         except zmq.Again:
             return False
         self.last_sent = time.monotonic()
@@ -145,7 +145,7 @@ class HubLink:
         messages: list[Message] = []
         while True:
             try:
-                parts = self.socket.recv_multipart(zmq.NOBLOCK)
+                parts = self.socket.recv_multipart(sockets.NOBLOCK)
             except zmq.Again:
                 return messages
             self.last_heard = time.monotonic()

@@ -15,6 +15,14 @@ which trusts none of it blindly:
     total_rows  the origin's estimate of the table's rows (information_schema), for ETA
     done        True: the table's last chunk
     started     when the table's seed started (UNIX time, the seed's clock)
+    after       (optional) codec-packed key the chunk's rows start after (nil: the table's
+                start): with it, a chunk is recorded only when it continues the record (its
+                `after` is the recorded `last_key`, same run), so a chunk applied after an
+                earlier one was lost (a hub killed with chunks queued in memory) never moves
+                the record past the rows that are missing
+    rewind      (optional) True: the chunk starts again from a key the seed had confirmed
+                (after a timeout, a lost chunk, or on resuming): it is recorded whatever the
+                record says, moving it back if it was ahead
 """
 
 from __future__ import annotations
@@ -42,6 +50,15 @@ class SeedChunk:
     total_rows: int
     done: bool
     started: float
+    after: bytes | None = None
+    chained: bool = False  # `after` was sent (a seed that sends none is recorded as before)
+    rewind: bool = False
+
+    def continues(self, record: tuple[str, bytes | None] | None) -> bool:
+        """Whether this chunk, applied, moves the record (`(run, last_key)` or None)."""
+        if self.first or self.rewind or not self.chained:
+            return True
+        return record is not None and record == (self.run, self.after)
 
     @classmethod
     def from_wire(cls, data: Any) -> SeedChunk:
@@ -78,6 +95,13 @@ class SeedChunk:
         started = field("started", (int, float))
         if isinstance(started, bool) or not 0 <= started <= 1e12:
             raise ProtocolError("REPAIR seed field 'started' is out of range")
+        chained = "after" in data
+        after = data.get("after")
+        if after is not None and (not isinstance(after, bytes) or len(after) > MAX_KEY_BYTES):
+            raise ProtocolError("REPAIR seed field 'after' must be packed bytes or nil")
+        rewind = data.get("rewind", False)
+        if not isinstance(rewind, bool):
+            raise ProtocolError("REPAIR seed field 'rewind' must be true or false")
         return cls(
             run,
             name("schema"),
@@ -90,10 +114,13 @@ class SeedChunk:
             count("total_rows"),
             bool(field("done", bool)),
             float(started),
+            after,
+            chained,
+            rewind,
         )
 
     def to_wire(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "run": self.run,
             "schema": self.schema,
             "table": self.table,
@@ -106,3 +133,7 @@ class SeedChunk:
             "done": self.done,
             "started": self.started,
         }
+        if self.chained:
+            out["after"] = self.after
+            out["rewind"] = self.rewind
+        return out

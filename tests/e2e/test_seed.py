@@ -231,9 +231,9 @@ def test_parallel_seed_copies_every_table_exactly_and_hands_over_once(
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO t (id, v) VALUES (999999, 1), (5, 5)")
             cur.execute("INSERT INTO e VALUES (1)")
-        with Writer(origin, dbname, 30_000) as writer:
+        with seed_writer(origin, dbname, 30_000) as writer:
             report = run_seed(s, target, "--parallel", "3", "--chunk-rows", "1000")
-            wait_until(lambda: writer.count > 200, 30, what="writes during the seed")
+            wait_until(lambda: writer.done > 200, 30, what="writes during the seed")
             with origin.connect(dbname) as conn, conn.cursor() as cur:
                 cur.execute("UPDATE k SET n = n + 1 WHERE n % 7 = 0")
         assert report["parallel"] == 3
@@ -269,7 +269,7 @@ def test_parallel_seed_resumes_after_kill_9_and_leaves_no_reader_behind(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
     with _site(tmp_path, origin, target, dbname, 40_000) as s:
-        with Writer(origin, dbname, 40_000):
+        with seed_writer(origin, dbname, 40_000):
             first = subprocess.Popen(
                 seed_command(
                     s, target, "--parallel", "3", "--chunk-rows", "2000",

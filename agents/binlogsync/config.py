@@ -28,6 +28,7 @@ from . import tls as tls_settings
 from .errors import ConfigError
 from .tables import TableFilter
 from .tls import TlsSettings
+from .transport.limits import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES_DEFAULT
 
 _MISSING = object()
 
@@ -174,7 +175,7 @@ class _Section:
     def message_bytes(self, key: str) -> int:
         """A message size limit: at least 1 MiB (the hub refuses clients below that: a part
         of a large transaction must fit), at most 1 GiB."""
-        value = int(self.get(key, int, 64 * 1024 * 1024))
+        value = int(self.get(key, int, MAX_MESSAGE_BYTES_DEFAULT))
         if not MIN_MESSAGE_BYTES <= value <= MAX_MESSAGE_BYTES:
             raise ConfigError(
                 f"{self.name}.{key} must be between {MIN_MESSAGE_BYTES} (1 MiB) and "
@@ -344,7 +345,7 @@ class HubConfig:
     batch_transactions: int = 1000
     heartbeat_interval: float = 1.0
     heartbeat_liveness: int = 3
-    max_message_bytes: int = 64 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES_DEFAULT
     compact_interval: float = 5.0
 
 
@@ -396,7 +397,7 @@ class ClientConfig:
     metrics: Metrics = Metrics()
     heartbeat_interval: float = 1.0
     heartbeat_liveness: int = 3
-    max_message_bytes: int = 64 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES_DEFAULT
 
 
 @dataclass(frozen=True)

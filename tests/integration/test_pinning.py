@@ -25,7 +25,7 @@ def origin(sandbox: Sandbox) -> Server:
     """A server of this module's own: the checks count every transaction on the server as one
     of their rows, so a write by anything else (an earlier test's leftovers on the shared
     origin) would read as a snapshot that misses a transaction."""
-    return sandbox.start("pinning_origin", 61)
+    return sandbox.start("pinning_origin", 69)
 
 
 @contextmanager

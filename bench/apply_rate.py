@@ -29,8 +29,8 @@ from collections.abc import Callable
 import pymysql
 
 from binlogsync.apply import Applier
-from binlogsync.apply.statements import DEFAULT_MAX_ROWS
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.statements import DEFAULT_MAX_ROWS
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync_dev.sandbox import Sandbox, Server

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from binlogsync.apply import Applier
-from binlogsync.apply.statements import Statement
+from binlogsync.engines.mariadb.statements import Statement
 
 
 class Recording(Applier):

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
-from binlogsync.reconcile.job import Options, run
+from binlogsync.reconcile.job import run
 from binlogsync.reconcile.options import CLASS_CACHE
+from binlogsync.reconcile.plan import Options
 from binlogsync.reconcile.recheck import Diff
 from binlogsync.reconcile.report import Report
 from binlogsync.reconcile.sparkapp import SparkSettings, SparkStart

@@ -42,7 +42,9 @@ def service_section(root: Path, port: int, **extra: Any) -> str:
         f"server_id = {SERVICE_ID}",
     ]
     for key, value in extra.items():
-        if isinstance(value, str):
+        if isinstance(value, bool):
+            lines.append(f"{key} = {str(value).lower()}")
+        elif isinstance(value, str):
             lines.append(f'{key} = "{value}"')
         elif isinstance(value, list | tuple):
             lines.append(f"{key} = [{', '.join(repr(v).replace(chr(39), chr(34)) for v in value)}]")
@@ -122,15 +124,19 @@ def wait_service(port: int, timeout: float = 30) -> None:
 
 
 def scalar(server: Server, sql: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        row = cur.fetchone()
-        return None if row is None else row[0]
+    return server.scalar(sql, db=db)
 
 
-def follow(replica: Server, port: int, gtid: bool = True, file: str = "", pos: int = 4) -> None:
+def follow(
+    replica: Server,
+    port: int,
+    gtid: bool = True,
+    file: str = "",
+    pos: int = 4,
+    ssl_ca: Path | None = None,
+) -> None:
     """Make `replica` a native replica of the service (GTID from an empty state, or a file
-    and position)."""
+    and position); over TLS, verifying the service's certificate, when `ssl_ca` is given."""
     with replica.connect() as conn, conn.cursor() as cur:
         cur.execute("STOP SLAVE")
         cur.execute("RESET SLAVE ALL")
@@ -148,6 +154,11 @@ def follow(replica: Server, port: int, gtid: bool = True, file: str = "", pos: i
                 "MASTER_PASSWORD=%s, MASTER_USE_GTID=no, MASTER_LOG_FILE=%s, "
                 "MASTER_LOG_POS=%s, MASTER_CONNECT_RETRY=1, MASTER_HEARTBEAT_PERIOD=1",
                 (port, USER, PASSWORD, file, pos),
+            )
+        if ssl_ca is not None:
+            cur.execute(
+                "CHANGE MASTER TO MASTER_SSL=1, MASTER_SSL_CA=%s, MASTER_SSL_VERIFY_SERVER_CERT=1",
+                (str(ssl_ca),),
             )
         cur.execute("START SLAVE")
 

@@ -176,9 +176,11 @@ def pack(obj: Any) -> bytes:
     return packed
 
 
-def unpack(data: bytes, max_len: int = 64 * 1024 * 1024) -> Any:
-    """Decode one msgpack document; anything malformed raises ProtocolError."""
-    if len(data) > max_len:
+def unpack(data: bytes, max_len: int | None = None) -> Any:
+    """Decode one msgpack document; anything malformed raises ProtocolError. `max_len` refuses
+    a longer payload (what arrives over the network: transport/limits.py); None for what
+    binlogsync stored itself."""
+    if max_len is not None and len(data) > max_len:
         raise ProtocolError(f"payload of {len(data)} bytes is over the limit of {max_len}")
     try:
         return msgpack.unpackb(

@@ -28,6 +28,7 @@ from . import tls as tls_settings
 from .errors import ConfigError
 from .tables import TableFilter
 from .tls import TlsSettings
+from .transport.limits import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES_DEFAULT
 
 _MISSING = object()
 
@@ -107,6 +108,9 @@ _BINLOG_SERVICE_KEYS = (
     "retain_hours",
     "domains",
     "file_bytes",
+    "ssl_cert",
+    "ssl_key",
+    "require_secure_transport",
 )
 _HUB_TABLES = ("hub", "route", "security", "metrics", "binlog_service")
 _CLIENT_TABLES = ("client", "origin", "target", "security", "metrics")
@@ -171,7 +175,7 @@ class _Section:
     def message_bytes(self, key: str) -> int:
         """A message size limit: at least 1 MiB (the hub refuses clients below that: a part
         of a large transaction must fit), at most 1 GiB."""
-        value = int(self.get(key, int, 64 * 1024 * 1024))
+        value = int(self.get(key, int, MAX_MESSAGE_BYTES_DEFAULT))
         if not MIN_MESSAGE_BYTES <= value <= MAX_MESSAGE_BYTES:
             raise ConfigError(
                 f"{self.name}.{key} must be between {MIN_MESSAGE_BYTES} (1 MiB) and "
@@ -321,6 +325,11 @@ class BinlogServiceConfig:
     retain_hours: float = 24.0
     domains: Mapping[str, int] = field(default_factory=dict)  # origin -> GTID domain
     file_bytes: int = 256 * 1024 * 1024  # a virtual binlog file is closed past this size
+    # TLS for subscribers: the service's certificate and key (PEM); with both, a client that
+    # asks for TLS gets it; require_secure_transport refuses the ones that do not.
+    ssl_cert: Path | None = None
+    ssl_key: Path | None = None
+    require_secure_transport: bool = False
 
 
 @dataclass(frozen=True)
@@ -336,7 +345,7 @@ class HubConfig:
     batch_transactions: int = 1000
     heartbeat_interval: float = 1.0
     heartbeat_liveness: int = 3
-    max_message_bytes: int = 64 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES_DEFAULT
     compact_interval: float = 5.0
 
 
@@ -366,7 +375,7 @@ class TargetConfig:
     group_transactions: int = 2000
     retry_initial: float = 0.5
     retry_max: float = 30.0
-    # Follow the origin's schema changes (apply/schemachange.py): off | additive | all.
+    # Follow the origin's schema changes (engines/mariadb/schemachange.py): off | additive | all.
     apply_schema_changes: str = "off"
     kind: str = "mysql"  # mysql | auditlog (apply/store.py)
     path: Path | None = None  # auditlog: the folder of the log
@@ -388,7 +397,7 @@ class ClientConfig:
     metrics: Metrics = Metrics()
     heartbeat_interval: float = 1.0
     heartbeat_liveness: int = 3
-    max_message_bytes: int = 64 * 1024 * 1024
+    max_message_bytes: int = MAX_MESSAGE_BYTES_DEFAULT
 
 
 @dataclass(frozen=True)
@@ -641,6 +650,24 @@ def _binlog_service(
     file_bytes = int(s.get("file_bytes", int, 256 * 1024 * 1024))
     if not 4096 <= file_bytes <= 1 << 32:
         raise ConfigError(f"binlog_service.file_bytes must be 4096 to 4 GiB, got {file_bytes}")
+    ssl_cert, ssl_key = s.path("ssl_cert", None), s.path("ssl_key", None)
+    if (ssl_cert is None) != (ssl_key is None):
+        raise ConfigError(
+            "binlog_service: ssl_cert and ssl_key go together (one is set, the other is not)",
+            "give both PEM files (the service's certificate and its private key), or neither",
+        )
+    for name, file in (("ssl_cert", ssl_cert), ("ssl_key", ssl_key)):
+        if file is not None and not file.is_file():
+            raise ConfigError(
+                f"binlog_service.{name}: {file} is not a readable file",
+                "give the path of a PEM file (relative paths are from the config's folder)",
+            )
+    require_tls = bool(s.get("require_secure_transport", bool, False))
+    if require_tls and ssl_cert is None:
+        raise ConfigError(
+            "binlog_service.require_secure_transport needs a certificate to offer TLS with",
+            "set ssl_cert and ssl_key",
+        )
     return BinlogServiceConfig(
         bind=bind,
         user=_name(s, "user"),
@@ -651,6 +678,9 @@ def _binlog_service(
         retain_hours=s.positive("retain_hours", float, 24.0),
         domains=dict(domains),
         file_bytes=file_bytes,
+        ssl_cert=ssl_cert,
+        ssl_key=ssl_key,
+        require_secure_transport=require_tls,
     )
 
 

@@ -24,7 +24,8 @@ from .errors import ApplyError, UnreachableError, UsageError
 from .model import Change, Transaction
 from .position import Position
 from .transport import frames
-from .transport.admin import HubAccess, admin_socket
+from .transport.admin import HubAccess, admin_socket, await_answer
+from .transport.limits import MAX_MESSAGE_BYTES
 
 
 def send_repair(
@@ -62,12 +63,7 @@ def fetch_status(path: HubAccess, timeout: float = 5.0, detail: bool = False) ->
     """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub)."""
     with admin_socket(path) as (sock, endpoint):
         sock.send_multipart(frames.encode(frames.STATUS, {"detail": True} if detail else {}))
-        if not sock.poll(int(timeout * 1000)):
-            raise UnreachableError(
-                f"the hub at {endpoint} did not answer within {timeout:.0f} s",
-                "is `binlogsync server` running, and do the CURVE keys match?",
-            )
-        message = frames.decode(sock.recv_multipart(), 64 * 1024 * 1024)
+        message = frames.decode(await_answer(sock, endpoint, timeout), MAX_MESSAGE_BYTES)
         if message.kind != frames.STATUS_REPLY:
             raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")
         return dict(message.header["status"])
@@ -93,7 +89,7 @@ def skip_capture(
                     f"{origin}'s agent connects",
                     f"is {origin}'s agent running? `binlogsync status` shows it",
                 )
-            message = frames.decode(sock.recv_multipart(), 1 << 26)
+            message = frames.decode(sock.recv_multipart(), MAX_MESSAGE_BYTES)
             if message.kind == frames.SKIPPED and message.header["id"] == skip_id:
                 return message.header["skipped_from"], message.header["to"]
             if message.kind == frames.ERROR:
@@ -117,7 +113,7 @@ def detach(
                     f"{timeout:.0f} s",
                     "is `binlogsync server` running, and is this an admin key?",
                 )
-            message = frames.decode(sock.recv_multipart(), 1 << 26)
+            message = frames.decode(sock.recv_multipart(), MAX_MESSAGE_BYTES)
             if message.kind == frames.DETACHED and message.header["id"] == detach_id:
                 return
             if message.kind == frames.ERROR:

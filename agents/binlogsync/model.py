@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import struct
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain
@@ -61,7 +62,7 @@ class Change:
     truncate: the table was emptied. ddl: `statement` is the origin's DDL text, shown to people
     and never executed; `definition` is the table's definition after it (tabledef.TableDef's
     wire form, None when the table is gone or was not described), from which a target that
-    opted in builds its own DDL (apply/schemachange.py). On the wire a change is 7 items, or 8
+    opted in builds its own DDL (engines/mariadb/schemachange.py). On the wire a change is 7 items, or 8
     when it carries a definition.
     """
 
@@ -368,3 +369,23 @@ def _finite_time(value: Any) -> bool:
         and math.isfinite(value)
         and 0 <= value < 1 << 40
     )
+
+
+_F32 = struct.Struct("<f")
+
+
+def shortest_float32(value: Any) -> Any:
+    """A FLOAT column's value as the shortest decimal that is the same float32 (the binlog
+    and the server give the float32 widened to a double); capture and seed both use it."""
+    if not isinstance(value, float):
+        return value
+    try:
+        bits = _F32.pack(value)
+        # 6 digits first: shorter forms are found by %g's trailing-zero stripping already.
+        for digits in range(6, 10):
+            shorter = float(f"{value:.{digits}g}")
+            if _F32.pack(shorter) == bits:
+                return shorter
+    except (OverflowError, struct.error):
+        pass
+    return value

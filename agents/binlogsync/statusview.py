@@ -53,7 +53,7 @@ def _service(service: dict[str, Any]) -> list[str]:
     if not subscribers:
         return [*lines, "  no subscribers"]
     return lines + _table(
-        [["SUBSCRIBER", "SERVER_ID", "MODE", "POSITION", "LAST GTID", "LAG"]]
+        [["SUBSCRIBER", "SERVER_ID", "MODE", "POSITION", "LAST GTID", "LAG", "TLS"]]
         + [
             [
                 s["address"],
@@ -62,6 +62,7 @@ def _service(service: dict[str, Any]) -> list[str]:
                 f"{s['file']}:{s['position']}",
                 s.get("gtid") or "-",
                 f"{s['lag_seconds']:.1f} s",
+                s.get("tls") or "-",
             ]
             for s in subscribers
         ]

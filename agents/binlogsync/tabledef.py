@@ -2,7 +2,7 @@
 
 The origin agent reads a routed table's definition from information_schema after its DDL and
 sends it as a `TableDef` — columns, types, nullability, defaults, keys — never as SQL text. The
-target builds its own `ALTER TABLE` / `CREATE TABLE` from it (apply/schemachange.py), so what
+target builds its own `ALTER TABLE` / `CREATE TABLE` from it (engines/mariadb/schemachange.py), so what
 arrives over the network can only ever name identifiers and pick from a closed list of types.
 
 `from_wire` is the hostile-input edge: every field is type-checked, every type name must be in

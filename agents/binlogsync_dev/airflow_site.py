@@ -1,8 +1,10 @@
-"""Airflow over a local site: the environment that points Airflow at this repo's DAGs and
-plugins and at a LocalSite (connections from environment variables, no Airflow database
-edits), `dag_test` (one DAG run with `dag.test()` in its own process: Airflow reads its
-configuration once, at import), and `Standalone` (`airflow standalone`, started, asked over
-its REST API, and stopped with everything it started).
+"""Airflow over a local site: the environment that points Airflow at this repo's DAGs (the
+provider's, in agents/binlogsync_airflow/dags) and at a LocalSite (connections from
+environment variables, no Airflow database edits), `dag_test` (one DAG run with `dag.test()`
+in its own process: Airflow reads its configuration once, at import), and `Standalone`
+(`airflow standalone`, started, asked over its REST API, and stopped with everything it
+started). The provider itself (hook, operators, the page) comes from the installed
+binlogsync's entry points, as in any Airflow: `./dev` installs the checkout editable.
 
 Used by `./dev airflow`, the demo and the tests alike.
 """
@@ -25,9 +27,19 @@ from .localsite import LocalSite, wait_until
 from .sandbox import Server, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-DAGS = ROOT / "dags"
-PLUGINS = ROOT / "plugins"
+DAGS = ROOT / "agents" / "binlogsync_airflow" / "dags"
 BIN = Path(sys.executable).parent
+# The provider's DAGs as Airflow finds them in an installed binlogsync (binlogsync_airflow/
+# bundle.py), the only bundle: what a managed Airflow with `pip install` alone would run.
+BUNDLES = json.dumps(
+    [
+        {
+            "name": "binlogsync",
+            "classpath": "binlogsync_airflow.bundle.BinlogsyncDagBundle",
+            "kwargs": {},
+        }
+    ]
+)
 
 
 def base_env(home: Path) -> dict[str, str]:
@@ -37,13 +49,14 @@ def base_env(home: Path) -> dict[str, str]:
     env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(DAGS),
-        AIRFLOW__CORE__PLUGINS_FOLDER=str(PLUGINS),
+        AIRFLOW__CORE__PLUGINS_FOLDER=str(home / "plugins"),  # empty: the page is an entry point
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__TEST_CONNECTION="Enabled",  # the connection form's "Test" button
         AIRFLOW__BINLOGSYNC__STATE_DIR=str(home / "state"),
         AIRFLOW_CONN_SPARK_DEFAULT=json.dumps({"conn_type": "spark", "host": "local[*]"}),
         PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}",  # spark-submit, airflow
         PYSPARK_PYTHON=sys.executable,
-        PYTHONPATH=os.pathsep.join([str(PLUGINS), str(ROOT / "agents")]),
+        PYTHONPATH=str(ROOT / "agents"),
     )
     return env
 
@@ -182,7 +195,7 @@ class DagTest:
 
 class Standalone:
     """`airflow standalone` on 127.0.0.1:`port` (its log servers on free ports too), with one
-    admin user whose password is `password`. It runs in its own process group, so `stop`
+    admin user whose password is `password`, running the DAGs from the provider's bundle. It runs in its own process group, so `stop`
     ends every part it started (api-server, scheduler, dag-processor, triggerer)."""
 
     def __init__(self, env: dict[str, str], port: int, password: str = "admin") -> None:
@@ -204,6 +217,7 @@ class Standalone:
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
             "AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": BUNDLES,
         }
         self.log = home / "standalone.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -40,7 +40,7 @@ from typing import Any
 
 import pymysql
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 
 from .localsite import LocalSite, wait_until
 from .paper_timing import machine, start_servers

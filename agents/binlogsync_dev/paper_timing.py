@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 
 from .localsite import LocalSite, wait_until
 from .sandbox import Sandbox, Server

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pymysql
 
@@ -55,6 +56,22 @@ class Server:
             charset="utf8mb4",
             **kwargs,
         )
+
+    def sql(
+        self, *statements: str, db: str | None = None, args: Any = None
+    ) -> tuple[tuple[Any, ...], ...]:
+        """Run `statements` in order in one session (autocommit, in `db`); the rows of the
+        last one (empty when it returns none). `args` are the last statement's parameters."""
+        with self.connect(db) as conn, conn.cursor() as cur:
+            for statement in statements[:-1]:
+                cur.execute(statement)
+            cur.execute(statements[-1], args)
+            return tuple(cur.fetchall())
+
+    def scalar(self, statement: str, db: str | None = None, args: Any = None) -> Any:
+        """The first column of the first row `statement` returns; None when there is none."""
+        rows = self.sql(statement, db=db, args=args)
+        return rows[0][0] if rows else None
 
     @property
     def url(self) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pymysql
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 
 from .sandbox import Server
 

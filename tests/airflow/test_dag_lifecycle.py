@@ -34,14 +34,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
         box.stop_all()
 
 
-def _sql(server: Server, statement: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(statement)
-        return cur.fetchall()
-
-
 def _binlogs(server: Server) -> list[str]:
-    return [row[0] for row in _sql(server, "SHOW BINARY LOGS")]
+    return [row[0] for row in server.sql("SHOW BINARY LOGS")]
 
 
 def _status(s: LocalSite) -> dict[str, Any]:
@@ -65,8 +59,8 @@ def test_retention_purges_only_safe_files_and_refuses_without_the_hub(
         s.start()
         s.wait_online()
         for i in range(6):  # one binlog file per row
-            _sql(origin, f"INSERT INTO t VALUES ({i}, 'row')", dbname)
-            _sql(origin, "FLUSH BINARY LOGS")
+            origin.sql(f"INSERT INTO t VALUES ({i}, 'row')", db=dbname)
+            origin.sql("FLUSH BINARY LOGS")
         wait_equal(s, dbname, ["t"])
         _hub_has_all(s)
         before = _binlogs(origin)
@@ -92,7 +86,7 @@ def test_retention_purges_only_safe_files_and_refuses_without_the_hub(
 
         # The origin's agent resumes from the hub's head after the purge.
         s.stop("origin")
-        _sql(origin, "INSERT INTO t VALUES (100, 'after the purge')", dbname)
+        origin.sql("INSERT INTO t VALUES (100, 'after the purge')", db=dbname)
         s.start("origin")
         wait_equal(s, dbname, ["t"])
 

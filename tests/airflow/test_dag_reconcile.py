@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from airflowkit import run_dag, site_env
+from airflowkit import DagTest, run_dag, site_env
+from binlogsync.hubcommands import fetch_status
+from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Server
 from sitekit import create, pg_site, seed, site, wait_equal
@@ -92,3 +94,42 @@ def test_reconcile_compares_a_postgresql_target(
         found = run_dag(env, "reconcile", {**conf, "mode": "full"})
         assert found.state == "failed" and found.tasks["reconcile_result"] == "failed"
         assert "1 row(s) differ" in found.output and '"id": 17' in found.output
+
+
+def test_reconcile_waits_for_a_target_behind_before_comparing(
+    tmp_path: Path, airflow_home: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """`caught_up` (TargetCaughtUpSensor, deferred to the trigger) holds the comparison while
+    the target's agent is down with a backlog; once it is back and has applied everything the
+    run compares and is green. Without the wait the comparison would see 50 missing rows."""
+    create([origin, target], dbname, T)
+    with site(tmp_path, origin, [target], dbname) as s:
+        s.start()
+        s.wait_online()
+        s.stop(target.name)
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            for i in range(50):  # 50 transactions the target has not applied
+                cur.execute("INSERT INTO t VALUES (%s, %s)", (i, f"n{i}"))
+        hub = str(s.agents["hub"].config)
+        wait_until(lambda: fetch_status(hub)["targets"][0]["backlog"] >= 50, 30, what="backlog")
+        run = DagTest(site_env(airflow_home, s), "reconcile", {"tables": [f"{dbname}.*"]},
+                      log=tmp_path / "reconcile.log")  # fmt: skip
+        try:
+            behind = "transaction(s) to apply"
+            wait_until(lambda: behind in run.output() or run.proc.poll() is not None, 180, 0.2,
+                       "the sensor's first poke, behind")  # fmt: skip
+            assert run.proc.poll() is None, run.output()[-4000:]  # still waiting
+            assert "Spark-Submit cmd" not in run.output()  # nothing compared yet
+            s.start(target.name)
+            result = run.wait(300)
+        finally:
+            if run.proc.poll() is None:
+                run.proc.kill()
+        assert result.ok, result.output[-4000:]
+        assert result.tasks["caught_up[0]"] == "success"
+        assert "TargetCaughtUpTrigger" in result.output  # the wait ran in the trigger
+        last = json.loads(
+            (airflow_home / "state" / "reconcile" / "origin" / "last-reconcile.json").read_text()
+        )
+        assert last["state"] == "equal" and last["differing_rows"] == 0
+        print(f"reconcile with a wait for {target.name}: {result.seconds} s (dag.test)")

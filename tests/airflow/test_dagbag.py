@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,3 +68,27 @@ def test_pyspark_is_the_version_of_its_jars() -> None:
     core = sorted(jars.glob("spark-core_*.jar"))
     assert core, f"no spark-core jar in {jars}"
     assert core[0].name.endswith(f"-{pyspark.__version__}.jar"), (core[0].name, pyspark.__version__)
+
+
+def _airflow_json(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), *args, "-o", "json"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return list(json.loads(done.stdout[done.stdout.index("[") :]))
+
+
+def test_airflow_lists_the_provider_its_connection_type_and_the_page(tmp_path: Path) -> None:
+    """What `pip install 'binlogsync[airflow]'` gives an Airflow, through entry points alone
+    (the plugins folder is empty): the provider, the `binlogsync` connection type with its
+    hook, and the page's plugin."""
+    env = base_env(tmp_path / "home")
+    providers = {p["package_name"]: p for p in _airflow_json(env, "providers", "list")}
+    assert "binlogsync" in providers, sorted(providers)
+    hooks = {h["connection_type"]: h for h in _airflow_json(env, "providers", "hooks")}
+    assert hooks["binlogsync"]["class"] == "binlogsync_airflow.hooks.BinlogsyncHook"
+    assert hooks["binlogsync"]["package_name"] == "binlogsync"
+    plugins = {p["name"]: p for p in _airflow_json(env, "plugins")}
+    assert "airflow.plugins" in plugins["binlogsync"]["source"], plugins.get("binlogsync")
+    assert plugins["binlogsync"]["external_views"], plugins["binlogsync"]

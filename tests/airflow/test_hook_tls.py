@@ -18,7 +18,6 @@ from binlogsync_dev.sandbox import Sandbox, tls_options
 
 pytestmark = pytest.mark.airflow
 
-PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 SCRIPT = """
 import json, sys
@@ -66,9 +65,6 @@ def test_hook_databases_use_tls_from_the_extra(tmp_path: Path) -> None:
         env = {
             **os.environ,
             "AIRFLOW_HOME": str(tmp_path / "airflow"),
-            "PYTHONPATH": os.pathsep.join(
-                [str(PLUGINS), *filter(None, [os.environ.get("PYTHONPATH")])]
-            ),
             **{f"AIRFLOW_CONN_BINLOGSYNC_DB_{k}": json.dumps(v) for k, v in conns.items()},
         }
         done = subprocess.run(

@@ -6,13 +6,14 @@ writer changes the origin the whole time, an ALTER TABLE comes in the middle, th
 killed with -9 and started again; at the end both replicas equal the origin by CHECKSUM TABLE
 and SHOW SLAVE STATUS is clean. Two origins merge into one replica, each in its own GTID
 domain. A transaction of 300,000 rows goes through in parts with the hub's memory bounded.
+A replica follows over TLS (MASTER_SSL=1, verifying the service's certificate) where the
+service requires it, and one in the clear is refused with the reason in SHOW SLAVE STATUS.
 """
 
 from __future__ import annotations
 
 import random
 import re
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ import pytest
 
 from binlogsync.hubcommands import fetch_status
 from binlogsync.statusview import render
+from binlogsync_dev.certs import Authority
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
+from binlogsync_dev.writer import Writer
 from servicekit import (
     add_origin,
     connect,
@@ -85,33 +88,11 @@ def assert_clean(replica: Server) -> dict[str, Any]:
     return status
 
 
-class Writer:
-    """Inserts, updates and deletes on the origin in transactions of 1-5 statements."""
-
-    def __init__(self, origin: Server, db: str, seed: int) -> None:
-        self.origin, self.db = origin, db
-        self.rng = random.Random(seed)
-        self.stop = threading.Event()
-        self.done = 0
-        self.columns = "id, name, qty, price, at, note"
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        try:
-            with self.origin.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop.is_set():
-                    cur.execute("BEGIN")
-                    for _ in range(self.rng.randint(1, 5)):
-                        self._one(cur)
-                    cur.execute("COMMIT")
-                    self.done += 1
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-
-    def _one(self, cur: Any) -> None:
-        key = self.rng.randint(1, 400)
-        choice = self.rng.random()
+def _items_turn(cur: Any, rng: random.Random, n: int) -> None:
+    """1-5 inserts, updates and deletes on `items`."""
+    for _ in range(rng.randint(1, 5)):
+        key = rng.randint(1, 400)
+        choice = rng.random()
         if choice < 0.5:
             cur.execute(
                 "INSERT INTO items (id, name, qty, price, at, note) VALUES (%s, %s, %s, %s, "
@@ -123,14 +104,10 @@ class Writer:
         else:
             cur.execute("DELETE FROM items WHERE id = %s", (key,))
 
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(30)
-        assert self.error is None, self.error
+def items_writer(origin: Server, db: str, seed: int) -> Writer:
+    """Transactions of 1-5 statements on the origin's `items` until stopped."""
+    return Writer(origin, db, _items_turn, seed, transaction=True)
 
 
 def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_the_hub(
@@ -148,7 +125,7 @@ def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_
             cur.execute(f"CREATE DATABASE `{dbname}`")
             cur.execute(f"USE `{dbname}`")
             cur.execute(TABLE)
-        with Writer(origin, dbname, 1) as writer:
+        with items_writer(origin, dbname, 1) as writer:
             wait_until(lambda: writer.done > 300, 60, 0.05, "300 transactions written")
             with origin.connect(dbname) as conn, conn.cursor() as cur:
                 cur.execute("ALTER TABLE items ADD COLUMN color VARCHAR(10) DEFAULT 'red'")
@@ -208,7 +185,7 @@ def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(
                 cur.execute(f"CREATE DATABASE `{db}`")
                 cur.execute(f"USE `{db}`")
                 cur.execute(TABLE)
-        with Writer(origin, dbname, 2) as one, Writer(second, other, 3) as two:
+        with items_writer(origin, dbname, 2) as one, items_writer(second, other, 3) as two:
             wait_until(lambda: one.done > 300 and two.done > 300, 60, 0.05, "writes on both")
         wait_same(origin, by_gtid, dbname, "items", s)
         wait_same(second, by_gtid, other, "items", s)
@@ -216,6 +193,45 @@ def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(
         domains = sorted(int(g.split("-")[0]) for g in
                          scalar(by_gtid, "SELECT @@gtid_slave_pos").split(","))  # fmt: skip
         assert domains == [11, 12]
+
+
+def test_a_native_replica_follows_over_tls_and_one_in_the_clear_is_refused(
+    tmp_path: Path, origin: Server, replicas: tuple[Server, Server], dbname: str
+) -> None:
+    by_gtid, by_file = replicas
+    ca = Authority(tmp_path / "certs")
+    cert = ca.server()
+    tls = {"ssl_cert": str(cert.cert), "ssl_key": str(cert.key), "require_secure_transport": True}
+    s, port = service_site(tmp_path, origin, [], dbname, service=tls)
+    with s:
+        s.start()
+        s.wait_online()
+        wait_service(port)
+        follow(by_gtid, port, gtid=True, ssl_ca=ca.ca)
+        follow(by_file, port, gtid=False, file="hub-bin.000001", pos=4)  # no TLS
+        with origin.connect() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{dbname}`")
+            cur.execute(f"USE `{dbname}`")
+            cur.execute(TABLE)
+        with items_writer(origin, dbname, 4) as writer:
+            wait_until(lambda: writer.done > 200, 60, 0.05, "200 transactions written")
+        wait_same(origin, by_gtid, dbname, "items", s)
+        status = assert_clean(by_gtid)
+        assert (
+            status["Master_SSL_Allowed"] == "Yes"
+            and status["Master_SSL_Verify_Server_Cert"] == "Yes"
+        )
+        subscribers = fetch_status(str(s.agents["hub"].config))["binlog_service"]["subscribers"]
+        assert [(x["server_id"], x["tls"]) for x in subscribers] in (
+            [(41, "TLSv1.3")], [(41, "TLSv1.2")],
+        ), subscribers  # fmt: skip
+        assert "TLSv1." in render(fetch_status(str(s.agents["hub"].config)))  # the status table
+        wait_until(
+            lambda: "insecure transport" in slave_status(by_file)["Last_IO_Error"], 60, 0.2,
+            "the replica in the clear refused",
+        )  # fmt: skip
+        assert scalar(by_file, f"SELECT COUNT(*) FROM information_schema.SCHEMATA "
+                               f"WHERE SCHEMA_NAME = '{dbname}'") == 0  # fmt: skip
 
 
 def test_a_transaction_of_300000_rows_streams_from_its_parts_with_the_hub_bounded(

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.hubcommands import fetch_status
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Server, free_port

@@ -14,20 +14,21 @@ from equal rows; and the target ends equal (rows and CHECKSUM TABLE) to the new 
 from __future__ import annotations
 
 import os
+import random
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.hubcommands import fetch_status
 from binlogsync.position import Position
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
 from binlogsync_dev.verify import differences, origin_gtid
+from binlogsync_dev.writer import Writer
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e
@@ -43,22 +44,16 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Sandbox, Se
     try:
         primary = box.start("primary", 11, *PAIR_FLAGS)
         replica = box.start("replica", 12, *PAIR_FLAGS, "--read-only=ON")
-        _sql(replica, "RESET MASTER")  # its own set-up writes (users) would diverge
+        replica.sql("RESET MASTER")  # its own set-up writes (users) would diverge
         box.replicate(primary, replica)
         yield box, primary, replica
     finally:
         box.stop_all()
 
 
-def _sql(server: Server, statement: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(statement)
-        return cur.fetchall()
-
-
 def _replicated(primary: Server, replica: Server) -> None:
     gtid = origin_gtid(primary)
-    [(done,)] = _sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
+    [(done,)] = replica.sql(f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
     assert done == 0, f"the replica did not reach {gtid}"
 
 
@@ -77,40 +72,18 @@ def _promote(replica: Server) -> None:
         cur.execute("SET GLOBAL read_only = 0")
 
 
-class Writer:
-    """Inserts rows start, start+1, … into `t`, one transaction each, until stopped or the
-    server goes away (the kill ends it: expected)."""
+def rows_writer(server: Server, db: str, start: int, killed: bool = False) -> Writer:
+    """Inserts rows start, start + 1, … on `server`, one transaction each, at a steady pace;
+    `killed`: the test kills the server under it (the writer's error is expected)."""
 
-    def __init__(self, server: Server, db: str, start: int) -> None:
-        self.server, self.db, self.next = server, db, start
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
+    def turn(cur: Any, rng: random.Random, n: int) -> None:
+        cur.execute("INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))", (start + n, (start + n) % 97))
 
-    def _run(self) -> None:
-        try:
-            with self.server.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop.is_set():
-                    cur.execute(
-                        "INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))",
-                        (self.next, self.next % 97),
-                    )
-                    self.next += 1
-                    self.stop.wait(0.002)
-        except BaseException as exc:  # noqa: BLE001 - the kill ends the writer on purpose
-            self.error = exc
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    return Writer(server, db, turn, pause=0.002, expect_error=killed)
 
 
 def _count(server: Server, db: str, where: str = "") -> int:
-    return int(_sql(server, f"SELECT COUNT(*) FROM t {where}", db)[0][0])
+    return int(server.sql(f"SELECT COUNT(*) FROM t {where}", db=db)[0][0])
 
 
 def _log(s: LocalSite, name: str) -> str:
@@ -141,7 +114,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         s.wait_online()
 
         # Writes run on the primary; its mariadbd is killed for good in the middle of them.
-        with Writer(primary, dbname, 0) as first:
+        with rows_writer(primary, dbname, 0, killed=True) as first:
             wait_until(lambda: _count(target, dbname) > 300, 60, 0.02, "rows on the target")
             os.kill(primary.pid, signal.SIGKILL)
             first.thread.join(30)
@@ -162,7 +135,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         assert "capture moves" not in _log(s, "origin")
 
         _promote(replica)
-        with Writer(replica, dbname, 1_000_000) as second:
+        with rows_writer(replica, dbname, 1_000_000) as second:
             wait_until(
                 lambda: _count(target, dbname, "WHERE id >= 1000000") > 200,
                 90,
@@ -187,12 +160,12 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         assert reached is not None and reached.by_gtid and reached.gtid == final.gtid
         problem = differences(replica, target, dbname, "t")
         assert not problem, problem
-        [(_t, replica_sum)] = _sql(replica, "CHECKSUM TABLE t", dbname)
-        [(_t, target_sum)] = _sql(target, "CHECKSUM TABLE t", dbname)
+        [(_t, replica_sum)] = replica.sql("CHECKSUM TABLE t", db=dbname)
+        [(_t, target_sum)] = target.sql("CHECKSUM TABLE t", db=dbname)
         assert replica_sum == target_sum
         rows = _count(replica, dbname)
-        [(applied, distinct)] = _sql(
-            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        [(applied, distinct)] = target.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", db=dbname
         )
         assert (applied, distinct) == (rows, rows)
 
@@ -203,13 +176,13 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
 
         # By hand: the config names the new primary (no candidates), the agent restarts.
         s.stop("origin")
-        _sql(replica, "INSERT INTO t VALUES (2000000, 1, 'while the agent is down')", dbname)
+        replica.sql("INSERT INTO t VALUES (2000000, 1, 'while the agent is down')", db=dbname)
         s.origin, s.origin_extra = replica, ""
         s._write_clients()
         assert f"port = {replica.port}" in s.agents["origin"].config.read_text()
         assert "candidates" not in s.agents["origin"].config.read_text()
         s.start("origin")
-        _sql(replica, "INSERT INTO t VALUES (2000001, 1, 'after')", dbname)
+        replica.sql("INSERT INTO t VALUES (2000001, 1, 'after')", db=dbname)
         last = Position.of_state(origin_gtid(replica))
         wait_until(
             lambda: (_checkpoint(target) or final).key >= last.key, 60, 0.05, "the by-hand move"
@@ -217,7 +190,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         problem = differences(replica, target, dbname, "t")
         assert not problem, problem
         rows = _count(replica, dbname)
-        [(applied, distinct)] = _sql(
-            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        [(applied, distinct)] = target.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", db=dbname
         )
         assert (applied, distinct) == (rows, rows)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.hubcommands import fetch_status
 from binlogsync.position import Position
 from binlogsync_dev.localsite import LocalSite, wait_until
@@ -30,12 +29,6 @@ from sitekit import create, site
 pytestmark = pytest.mark.e2e
 
 TABLE = "CREATE TABLE t (id INT PRIMARY KEY, n INT NOT NULL)"
-
-
-def _sql(server: Server, statement: str, db: str | None = None, args: Any = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(statement, args)
-        return cur.fetchall()
 
 
 def _insert(origin: Server, db: str, ids: range) -> None:
@@ -79,8 +72,7 @@ def _as_older_version(s: LocalSite, target: Server, old: Position) -> None:
             "UPDATE cursors SET pos_key=?, position=? WHERE origin='origin'", (old.key, text)
         )
     db.close()
-    _sql(
-        target,
+    target.sql(
         "UPDATE binlogsync.checkpoint SET pos_key=%s, file=%s, `offset`=%s, gtid=%s, "
         "scheme=NULL WHERE origin='origin'",
         args=(old.key, old.file, old.offset, old.gtid),
@@ -106,7 +98,7 @@ def test_file_positions_of_an_older_version_cross_over_to_gtids(
         now = _checkpoint(target)
         assert now is not None and now.by_gtid and now.gtid and "," not in now.gtid
         assert now.file and now.offset  # where it ended on this server
-        [(epoch,)] = _sql(target, "SELECT epoch FROM binlogsync.checkpoint WHERE origin='origin'")
+        [(epoch,)] = target.sql("SELECT epoch FROM binlogsync.checkpoint WHERE origin='origin'")
 
         # First with a GTID that this file:offset does not end: refused, nothing moves.
         domain, server, seq = now.gtid.split("-")
@@ -122,7 +114,7 @@ def test_file_positions_of_an_older_version_cross_over_to_gtids(
         error = wait_until(halted, 60, 0.1, "the refused conversion in status")
         assert f"is not the end of GTID {wrong.gtid}" in error, error
         assert "not the server that wrote it" in error
-        assert _sql(target, "SELECT COUNT(*) FROM t", dbname)[0][0] == 40
+        assert target.sql("SELECT COUNT(*) FROM t", db=dbname)[0][0] == 40
         s.stop()
 
         # Then as the older version really left it: converted, continued by GTID.
@@ -138,13 +130,13 @@ def test_file_positions_of_an_older_version_cross_over_to_gtids(
 
         crossed = _checkpoint(target)
         assert crossed is not None and crossed.by_gtid and crossed.gtid == origin_gtid(origin)
-        [(still,)] = _sql(target, "SELECT epoch FROM binlogsync.checkpoint WHERE origin='origin'")
+        [(still,)] = target.sql("SELECT epoch FROM binlogsync.checkpoint WHERE origin='origin'")
         assert still == epoch  # the same hub log, carried over
         head = fetch_status(str(s.agents["hub"].config), timeout=5)["origins"][0]["head"]
         assert head["scheme"] == "gtid" and head["gtid"] == crossed.gtid
         problem = differences(origin, target, dbname, "t")
         assert not problem, problem
-        [(applied, distinct)] = _sql(
-            target, "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", dbname
+        [(applied, distinct)] = target.sql(
+            "SELECT COUNT(*), COUNT(DISTINCT id) FROM audit", db=dbname
         )
         assert (applied, distinct) == (90, 90)

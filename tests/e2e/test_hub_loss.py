@@ -15,22 +15,23 @@ twice leaves the same rows).
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.hubcommands import fetch_status
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
 from binlogsync_dev.verify import caught_up, differences, origin_gtid
+from binlogsync_dev.writer import Writer
 from sitekit import create, site
 
 pytestmark = pytest.mark.e2e
@@ -56,14 +57,8 @@ def _audit(targets: list[Server], db: str) -> None:
             )
 
 
-def _scalar(server: Server, db: str, sql: str) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(sql)
-        return cur.fetchone()[0]
-
-
 def _count(server: Server, db: str) -> int:
-    return int(_scalar(server, db, "SELECT COUNT(*) FROM t"))
+    return int(server.scalar("SELECT COUNT(*) FROM t", db=db))
 
 
 def _checkpoint(target: Server) -> checkpoints.Checkpoint:
@@ -87,40 +82,13 @@ def _insert(origin: Server, db: str, ids: range) -> None:
             cur.execute("INSERT INTO t VALUES (%s, %s, REPEAT('p', 30))", (i, i % 97))
 
 
-class Writer:
-    """Inserts rows 0, 1, 2, … on the origin, one transaction each, until stopped."""
+def _insert_turn(cur: Any, rng: random.Random, n: int) -> None:
+    cur.execute("INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))", (n, n % 97))
 
-    def __init__(self, origin: Server, db: str) -> None:
-        self.origin, self.db = origin, db
-        self.written = 0
-        self.error: BaseException | None = None
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run)
 
-    def _run(self) -> None:
-        try:
-            with self.origin.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop.is_set():
-                    cur.execute(
-                        "INSERT INTO t VALUES (%s, %s, REPEAT('w', 30))",
-                        (self.written, self.written % 97),
-                    )
-                    self.written += 1
-                    self.stop.wait(0.002)  # a steady pace, not a wait for anything
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            self.error = exc
-
-    def more_than(self, n: int) -> bool:
-        assert self.error is None, self.error
-        return self.written > n
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+def rows_writer(origin: Server, db: str) -> Writer:
+    """Inserts rows 0, 1, 2, … on the origin, one transaction each, at a steady pace."""
+    return Writer(origin, db, _insert_turn, pause=0.002)
 
 
 def _lose_hub(s: LocalSite) -> tuple[str, int]:
@@ -180,7 +148,7 @@ def _lose_hub_under_writes(
     if pause_origin:
         origin_agent.send_signal(signal.SIGSTOP)
     try:
-        lost_at = writer.written
+        lost_at = writer.done
         # Rows the old hub never saw: the ones a start at "current" would lose.
         wait_until(lambda: writer.more_than(lost_at + 150), 60, 0.01, "writes meanwhile")
         needed = _checkpoint(target)  # nothing moves it while no hub runs
@@ -196,7 +164,7 @@ def _lose_hub_under_writes(
     finally:
         if pause_origin:
             origin_agent.send_signal(signal.SIGCONT)
-    resumed_at = writer.written
+    resumed_at = writer.done
     wait_until(lambda: writer.more_than(resumed_at + 100), 60, 0.01, "writes after")
     return old_epoch, log_offset, needed
 
@@ -214,7 +182,7 @@ def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
     with site(tmp_path, origin, [target], dbname) as s:
         s.start()
         s.wait_online()  # capture starts at "current": write only after
-        writer = Writer(origin, dbname)
+        writer = rows_writer(origin, dbname)
         with writer:
             old_epoch, log_offset, needed = _lose_hub_under_writes(
                 s, target, writer, pause_origin=order == "target first"
@@ -222,7 +190,7 @@ def test_hub_data_dir_lost_under_writes_every_row_arrives_exactly_once(
         assert writer.error is None, writer.error
         _wait_caught_up(s, [target])
         _assert_exactly_once(s, [target], dbname)
-        assert _count(origin, dbname) == writer.written
+        assert _count(origin, dbname) == writer.done
 
         status = _status(s)
         new_epoch = status["epoch"]
@@ -360,7 +328,7 @@ def test_purged_binlog_blocks_the_target_reseed_needed(
         assert {h["name"]: h["online"] for h in status["hosts"]}[target.name] is True
         assert _checkpoint(target) == before
         assert _count(target, dbname) == 30
-        assert int(_scalar(target, dbname, "SELECT COUNT(*) FROM audit")) == 30
+        assert int(target.scalar("SELECT COUNT(*) FROM audit", db=dbname)) == 30
         text = _hub_log_since(s, log_offset)
         assert "reseed needed" in text, text
         assert "have not reported a checkpoint to this log yet" in text, text

@@ -37,25 +37,19 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ser
     try:
         primary = box.start("ret_origin", 31)
         replica = box.start("ret_replica", 32)
-        _sql(replica, "RESET MASTER")
+        replica.sql("RESET MASTER")
         box.replicate(primary, replica)
         yield primary, replica
     finally:
         box.stop_all()
 
 
-def _sql(server: Server, statement: str, db: str | None = None) -> Any:
-    with server.connect(db) as conn, conn.cursor() as cur:
-        cur.execute(statement)
-        return cur.fetchall()
-
-
 def _binlogs(server: Server) -> list[str]:
-    return [row[0] for row in _sql(server, "SHOW BINARY LOGS")]
+    return [row[0] for row in server.sql("SHOW BINARY LOGS")]
 
 
 def _current(server: Server) -> str:
-    return str(_sql(server, "SHOW MASTER STATUS")[0][0])
+    return str(server.sql("SHOW MASTER STATUS")[0][0])
 
 
 class Rows:
@@ -66,8 +60,8 @@ class Rows:
 
     def rotate(self, count: int) -> None:
         for _ in range(count):
-            _sql(self.server, f"INSERT INTO t VALUES ({self.next}, 'row')", self.db)
-            _sql(self.server, "FLUSH BINARY LOGS")
+            self.server.sql(f"INSERT INTO t VALUES ({self.next}, 'row')", db=self.db)
+            self.server.sql("FLUSH BINARY LOGS")
             self.next += 1
 
 
@@ -227,7 +221,7 @@ def test_a_lagging_replica_holds_files_back_and_a_stopped_one_refuses(
         s.wait_online()
         rows.rotate(2)
         _replicated(origin, replica)
-        _sql(replica, "STOP SLAVE SQL_THREAD")  # receives on, applies nothing
+        replica.sql("STOP SLAVE SQL_THREAD")  # receives on, applies nothing
         replica_file = _current(origin)
         rows.rotate(3)
         _hub_has_all(s)
@@ -238,28 +232,28 @@ def test_a_lagging_replica_holds_files_back_and_a_stopped_one_refuses(
                      "--dry-run")  # fmt: skip
         assert plan["purge_to"] == replica_file
         reasons = _by_file(plan)[replica_file]["reasons"]
-        [(applied,)] = _sql(replica, "SELECT @@gtid_slave_pos")
+        [(applied,)] = replica.sql("SELECT @@gtid_slave_pos")
         assert reasons == [f"replica 127.0.0.1:{replica.port} {applied} is in it"]
         plan = _plan(s, "--keep-files", "1", "--keep-hours", "0", "--replica", replica.url)
         assert _binlogs(origin) == files[files.index(replica_file) :]
 
-        _sql(replica, "STOP SLAVE")
+        replica.sql("STOP SLAVE")
         error = _refused(s, "--replica", replica.url)
         assert f"replica 127.0.0.1:{replica.port} is unknown" in error, error
         assert "IO thread is not running" in error
 
-        _sql(replica, "START SLAVE")
+        replica.sql("START SLAVE")
         _replicated(origin, replica)  # what it still needed was there
 
 
 def _replicated(origin: Server, replica: Server) -> None:
     gtid = origin_gtid(origin)
-    [(done,)] = _sql(replica, f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
+    [(done,)] = replica.sql(f"SELECT MASTER_GTID_WAIT('{gtid}', 30)")
     assert done == 0, f"the replica did not reach {gtid}"
 
 
 def _server_now(server: Server) -> int:
-    return int(_sql(server, "SELECT UNIX_TIMESTAMP()")[0][0])
+    return int(server.sql("SELECT UNIX_TIMESTAMP()")[0][0])
 
 
 def test_keep_files_and_keep_hours_hold_files(

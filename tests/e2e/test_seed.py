@@ -8,7 +8,6 @@ import os
 import random
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Server
+from binlogsync_dev.writer import Writer
 from sitekit import create, site, target_sql_mode, wait_equal
 
 pytestmark = pytest.mark.e2e
@@ -53,40 +53,22 @@ def _fill(server: Server, db: str, rows: int) -> None:
         )
 
 
-class Writer:
+def seed_writer(server: Server, db: str, rows: int) -> Writer:
     """Changes on the origin while the seed runs: inserts, updates and deletes anywhere."""
 
-    def __init__(self, server: Server, db: str, rows: int) -> None:
-        self.server, self.db, self.rows = server, db, rows
-        self.stop = threading.Event()
-        self.count = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
+    def turn(cur: Any, rnd: random.Random, n: int) -> None:
+        i = rnd.randrange(rows + 2000)
+        kind = rnd.random()
+        if kind < 0.5:
+            cur.execute("UPDATE t SET v = v + 1, note = 'w' WHERE id = %s", (i,))
+        elif kind < 0.75:
+            cur.execute("INSERT INTO t (id, v) VALUES (%s, 0) ON DUPLICATE KEY UPDATE v = -v", (i,))
+        elif kind < 0.95:
+            cur.execute("DELETE FROM t WHERE id = %s", (i,))
+        else:
+            cur.execute("UPDATE u SET n = n + 1 WHERE a = %s", (i % 50,))
 
-    def _run(self) -> None:
-        rnd = random.Random(7)
-        with self.server.connect(self.db) as conn, conn.cursor() as cur:
-            while not self.stop.is_set():
-                i = rnd.randrange(self.rows + 2000)
-                kind = rnd.random()
-                if kind < 0.5:
-                    cur.execute("UPDATE t SET v = v + 1, note = 'w' WHERE id = %s", (i,))
-                elif kind < 0.75:
-                    cur.execute(
-                        "INSERT INTO t (id, v) VALUES (%s, 0) ON DUPLICATE KEY UPDATE v = -v", (i,)
-                    )
-                elif kind < 0.95:
-                    cur.execute("DELETE FROM t WHERE id = %s", (i,))
-                else:
-                    cur.execute("UPDATE u SET n = n + 1 WHERE a = %s", (i % 50,))
-                self.count += 1
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
+    return Writer(server, db, turn)
 
 
 def seed_command(s: LocalSite, target: Server, *extra: str) -> list[str]:
@@ -141,9 +123,9 @@ def test_seed_a_new_target_while_writes_go_on(
         # Stale rows on the target: the seed replaces the table's rows.
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO t (id, v) VALUES (999999, 1), (5, 5)")
-        with Writer(origin, dbname, 30_000) as writer:
+        with seed_writer(origin, dbname, 30_000) as writer:
             report = run_seed(s, target, "--chunk-rows", "3000")
-            wait_until(lambda: writer.count > 200, 30, what="writes during the seed")
+            wait_until(lambda: writer.done > 200, 30, what="writes during the seed")
         assert {t["table"] for t in report["tables"]} == {f"{dbname}.t", f"{dbname}.u"}
         assert report["resumed"] is False
         seeded = {t["table"]: t for t in report["tables"]}
@@ -187,9 +169,9 @@ def test_seed_adds_one_table_to_a_running_pipeline(
         # The stream runs: u's rows written from now on arrive; t's old rows are missing.
         with origin.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO u VALUES (1000, 'new', 1)")
-        with Writer(origin, dbname, 5_000) as writer:
+        with seed_writer(origin, dbname, 5_000) as writer:
             report = run_seed(s, target, "--tables", f"{dbname}.t", "--chunk-rows", "1000")
-            wait_until(lambda: writer.count > 100, 30, what="writes during the seed")
+            wait_until(lambda: writer.done > 100, 30, what="writes during the seed")
         assert [t["table"] for t in report["tables"]] == [f"{dbname}.t"]
         wait_equal(s, dbname, ["t"])
         with (
@@ -207,7 +189,7 @@ def test_seed_resumes_after_kill_9_of_the_seed(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
     with _site(tmp_path, origin, target, dbname, 40_000) as s:
-        with Writer(origin, dbname, 40_000):
+        with seed_writer(origin, dbname, 40_000):
             first = subprocess.Popen(
                 [*seed_command(s, target, "--chunk-rows", "2000", "--max-rows-per-second", "8000")],
                 stdout=subprocess.DEVNULL,
@@ -249,9 +231,9 @@ def test_parallel_seed_copies_every_table_exactly_and_hands_over_once(
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO t (id, v) VALUES (999999, 1), (5, 5)")
             cur.execute("INSERT INTO e VALUES (1)")
-        with Writer(origin, dbname, 30_000) as writer:
+        with seed_writer(origin, dbname, 30_000) as writer:
             report = run_seed(s, target, "--parallel", "3", "--chunk-rows", "1000")
-            wait_until(lambda: writer.count > 200, 30, what="writes during the seed")
+            wait_until(lambda: writer.done > 200, 30, what="writes during the seed")
             with origin.connect(dbname) as conn, conn.cursor() as cur:
                 cur.execute("UPDATE k SET n = n + 1 WHERE n % 7 = 0")
         assert report["parallel"] == 3
@@ -287,7 +269,7 @@ def test_parallel_seed_resumes_after_kill_9_and_leaves_no_reader_behind(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:
     with _site(tmp_path, origin, target, dbname, 40_000) as s:
-        with Writer(origin, dbname, 40_000):
+        with seed_writer(origin, dbname, 40_000):
             first = subprocess.Popen(
                 seed_command(
                     s, target, "--parallel", "3", "--chunk-rows", "2000",
@@ -324,7 +306,7 @@ def test_seed_survives_kill_9_of_an_agent(
     tmp_path: Path, origin: Server, target: Server, dbname: str, victim: str
 ) -> None:
     with _site(tmp_path, origin, target, dbname, 40_000) as s:
-        with Writer(origin, dbname, 40_000):
+        with seed_writer(origin, dbname, 40_000):
             seeding = subprocess.Popen(
                 [
                     *seed_command(
@@ -431,7 +413,7 @@ def test_reseed_lifts_a_target_that_fell_behind_the_hub_and_the_binlog(
             timeout=120,
         )
         assert partial.returncode != 0 and "without --tables" in partial.stderr, partial.stderr
-        with Writer(origin, dbname, 5_000):
+        with seed_writer(origin, dbname, 5_000):
             run_seed(s, target, "--chunk-rows", "1000")
         wait_until(lambda: blocked() == "", 30, what="the block lifted")
         wait_equal(s, dbname, ["t", "u"])

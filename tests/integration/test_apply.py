@@ -16,9 +16,9 @@ import pymysql
 import pytest
 
 from applykit import Recording
-from binlogsync.apply import Applier, checkpoint, failed_at
-from binlogsync.apply.statements import Statement
+from binlogsync.apply import Applier, failed_at, list_skipped, skip
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.statements import Statement
 from binlogsync.errors import (
     ApplyError,
     ConstraintError,
@@ -824,35 +824,33 @@ def test_skip_moves_past_one_transaction_and_is_recorded(
     assert failing == pos(3)
 
     with pytest.raises(ApplyError, match="already applied"):
-        checkpoint.skip(settings, origin_name, pos(2), "wrong one")
-    assert checkpoint.skip(
-        settings, origin_name, failing, "v < 0 is refused here (TICKET-1)"
-    ) == pos(3)
+        skip(settings, origin_name, pos(2), "wrong one")
+    assert skip(settings, origin_name, failing, "v < 0 is refused here (TICKET-1)") == pos(3)
     with pytest.raises(ApplyError, match="already applied"):
-        checkpoint.skip(settings, origin_name, pos(3), "twice")
+        skip(settings, origin_name, pos(3), "twice")
 
     assert applier.apply(log) == pos(5)
     assert q(conn, "SELECT id FROM p ORDER BY id") == [(1,), (2,), (4,), (5,)]
-    skipped = checkpoint.list_skipped(settings, origin_name)
+    skipped = list_skipped(settings, origin_name)
     assert [(s.origin, s.position, s.reason) for s in skipped] == [
         (origin_name, pos(3), "v < 0 is refused here (TICKET-1)")
     ]
     assert abs(skipped[0].skipped_at - dt.datetime.now(dt.UTC).replace(tzinfo=None)) < (
         dt.timedelta(minutes=5)
     )
-    assert all(s.origin != origin_name for s in checkpoint.list_skipped(settings, "someone-else"))
+    assert all(s.origin != origin_name for s in list_skipped(settings, "someone-else"))
     assert stored(conn, origin_name)[3] == 4  # type: ignore[index]  # 4 applied, 1 skipped
 
 
 def test_skip_needs_a_reason(settings: DatabaseSettings, origin_name: str) -> None:
     with pytest.raises(ApplyError, match="reason"):
-        checkpoint.skip(settings, origin_name, pos(1), "  ")
+        skip(settings, origin_name, pos(1), "  ")
 
 
 def test_skip_of_a_never_applied_origin(
     conn: pymysql.Connection, settings: DatabaseSettings, origin_name: str
 ) -> None:
-    assert checkpoint.skip(settings, origin_name, pos(7), "start here") == pos(7)
+    assert skip(settings, origin_name, pos(7), "start here") == pos(7)
     assert stored(conn, origin_name) == (pos(7).key, "binlog.000001", 700, 0)
 
 

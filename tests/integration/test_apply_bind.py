@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply.pipeline import bind
+from binlogsync.engines.mariadb.pipeline import bind
 from binlogsync_dev.sandbox import Server
 
 VALUES: list[Any] = [

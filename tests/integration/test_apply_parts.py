@@ -12,11 +12,12 @@ import pymysql
 import pytest
 import zmq
 
-from binlogsync.apply import Applier, checkpoint
+from binlogsync.apply import Applier
 from binlogsync.apply.applier import StaleStream
 from binlogsync.client.agent import ClientAgent
 from binlogsync.codec import pack
 from binlogsync.config import ClientConfig, DatabaseSettings, TargetConfig
+from binlogsync.engines.mariadb import checkpoint
 from binlogsync.errors import BinlogsyncError
 from binlogsync.model import Change, Part
 from binlogsync.position import Position

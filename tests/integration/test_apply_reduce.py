@@ -16,8 +16,8 @@ import pytest
 
 from applykit import Recording
 from binlogsync.apply import Applier, failed_at
-from binlogsync.apply.statements import Statement
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.statements import Statement
 from binlogsync.errors import ConstraintError, MissingTableError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position

@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader, _Group
 from binlogsync.capture.tablemap import check_library
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb import checkpoint
 from binlogsync.errors import CaptureHalted
 from binlogsync.model import Part, Transaction
 from binlogsync.position import Position

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint
 from binlogsync.client import origin as origin_module
 from binlogsync.client.agent import ClientAgent
 from binlogsync.config import (
@@ -28,6 +27,7 @@ from binlogsync.config import (
     Security,
     TargetConfig,
 )
+from binlogsync.engines.mariadb import checkpoint
 from binlogsync.hub.server import Hub
 from binlogsync.metrics import HUB_LINK_STATES
 from binlogsync.position import Position

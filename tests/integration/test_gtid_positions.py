@@ -8,16 +8,15 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from binlogsync.apply import checkpoint as checkpoints
 from binlogsync.capture.failover import choose, problem
 from binlogsync.capture.positions import current_position, gtid_at
 from binlogsync.capture.preflight import check_origin
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb import checkpoint as checkpoints
 from binlogsync.errors import BinlogsyncError, PreflightError, UnreachableError
 from binlogsync.model import Transaction
 from binlogsync.position import Position
@@ -36,10 +35,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Ser
     try:
         primary = box.start("primary", 31, *FLAGS)
         replica = box.start("replica", 32, *FLAGS, "--read-only=ON")
-        _sql(replica, "RESET MASTER")
+        replica.sql("RESET MASTER")
         box.replicate(primary, replica)
-        _sql(primary, "CREATE DATABASE g")
-        _sql(primary, "CREATE TABLE g.t (id INT PRIMARY KEY, v INT)")
+        primary.sql("CREATE DATABASE g")
+        primary.sql("CREATE TABLE g.t (id INT PRIMARY KEY, v INT)")
         yield primary, replica, box
     finally:
         box.stop_all()
@@ -49,14 +48,8 @@ def _db(server: Server) -> DatabaseSettings:
     return DatabaseSettings(server.host, server.port, server.user, server.password)
 
 
-def _sql(server: Server, statement: str, args: Any = None) -> Any:
-    with server.connect() as conn, conn.cursor() as cur:
-        cur.execute(statement, args)
-        return cur.fetchall()
-
-
 def _gtid(server: Server) -> str:
-    return str(_sql(server, "SELECT @@gtid_binlog_pos")[0][0])
+    return str(server.sql("SELECT @@gtid_binlog_pos")[0][0])
 
 
 def _insert(server: Server, ids: range) -> None:
@@ -66,7 +59,7 @@ def _insert(server: Server, ids: range) -> None:
 
 
 def _caught_up(primary: Server, replica: Server) -> None:
-    [(done,)] = _sql(replica, "SELECT MASTER_GTID_WAIT(%s, 30)", (_gtid(primary),))
+    [(done,)] = replica.sql("SELECT MASTER_GTID_WAIT(%s, 30)", args=(_gtid(primary),))
     assert done == 0
 
 
@@ -120,12 +113,12 @@ def test_failover_candidates_are_checked_not_assumed(
     assert problem(_db(primary), acked) is None
     why = problem(_db(replica), acked)
     assert why is not None and "read_only is ON" in why
-    _sql(replica, "SET GLOBAL read_only = 0")
+    replica.sql("SET GLOBAL read_only = 0")
     try:
         why = problem(_db(replica), acked)
         assert why is not None and f"running replica of 127.0.0.1:{primary.port}" in why
     finally:
-        _sql(replica, "SET GLOBAL read_only = 1")
+        replica.sql("SET GLOBAL read_only = 1")
     # The hub holds a transaction the replica never got (asynchronous replication's loss).
     ahead = Position.of_state(f"0-31-{acked.state[0][1] + 1}")
     assert ahead.gtid is not None
@@ -172,7 +165,7 @@ def test_a_file_position_of_an_older_version_is_converted_on_its_own_server_only
     primary, replica, _box = pair
     _insert(primary, range(200, 203))
     _caught_up(primary, replica)
-    [(file, offset, *_rest)] = _sql(primary, "SHOW MASTER STATUS")
+    [(file, offset, *_rest)] = primary.sql("SHOW MASTER STATUS")
     state = _gtid(primary)
     stored = Position(file, int(offset), state)  # as binlogsync 0.2 stored it
     converted = gtid_at(_db(primary), stored)
@@ -187,7 +180,7 @@ def test_a_file_position_of_an_older_version_is_converted_on_its_own_server_only
         assert "not the server that wrote it" in str(exc) or "no binlog event" in str(exc)
     assert on_replica is None or on_replica.gtid == state
     # Another server's binlog: another transaction there, or none.
-    _sql(origin, "FLUSH BINARY LOGS")  # so that `file` surely exists there
+    origin.sql("FLUSH BINARY LOGS")  # so that `file` surely exists there
     with pytest.raises(PreflightError, match="not the server that wrote it|has no binlog event"):
         gtid_at(_db(origin), stored)
     with pytest.raises(PreflightError, match="has no binlog event at"):
@@ -203,21 +196,19 @@ def test_checkpoint_rows_of_an_older_version_read_as_file_positions(
     """A checkpoint table without `scheme` (before GTID positions): its rows are file
     positions; ensure_schema adds the column and keeps them; GTID rows then say so."""
     primary, _replica, _box = pair
-    _sql(primary, "CREATE DATABASE binlogsync")
+    primary.sql("CREATE DATABASE binlogsync")
     try:
-        _sql(
-            primary,
+        primary.sql(
             "CREATE TABLE binlogsync.checkpoint (origin VARCHAR(64) NOT NULL PRIMARY KEY, "
             "pos_key BIGINT UNSIGNED NOT NULL, file VARCHAR(255), `offset` BIGINT UNSIGNED, "
             "gtid VARCHAR(255), epoch VARCHAR(64), applied_transactions BIGINT UNSIGNED NOT "
-            "NULL DEFAULT 0, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))",
+            "NULL DEFAULT 0, applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6))"
         )
         old = Position("binlog.000007", 1234, "0-1-99")
-        _sql(
-            primary,
+        primary.sql(
             "INSERT INTO binlogsync.checkpoint (origin, pos_key, file, `offset`, gtid, epoch) "
             "VALUES ('o', %s, 'binlog.000007', 1234, '0-1-99', 'e1')",
-            (old.key,),
+            args=(old.key,),
         )
         with primary.connect() as conn, conn.cursor() as cur:
             found = checkpoints.read_all(cur)
@@ -231,4 +222,4 @@ def test_checkpoint_rows_of_an_older_version_read_as_file_positions(
             assert again is not None and again.by_gtid and again.gtid == "0-1-100"
             assert again.key > old.key
     finally:
-        _sql(primary, "DROP DATABASE binlogsync")
+        primary.sql("DROP DATABASE binlogsync")

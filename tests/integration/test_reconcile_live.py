@@ -4,13 +4,13 @@ the real ones found exactly, repaired through the hub, and a rerun reports equal
 from __future__ import annotations
 
 import random
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from binlogsync_dev.sandbox import Server
+from binlogsync_dev.writer import Writer
 from reconcile_kit import (
     execute,
     found,
@@ -25,49 +25,26 @@ T = "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40), amoun
 LIVE = 1500  # the writer touches ids 1..LIVE and new ids from 10000 on; the damage is elsewhere
 
 
-class Writer:
+def _busy_turn(cur: Any, rng: random.Random, n: int) -> None:
+    """An update, delete or insert among ids 1..LIVE, or a new id from 10000 on."""
+    i, op = rng.randint(1, LIVE), rng.random()
+    if op < 0.7:
+        cur.execute(
+            "UPDATE t SET v = v + 1, note = %s, amount = amount + 0.01 WHERE id = %s", (f"w{n}", i)
+        )
+    elif op < 0.8:
+        cur.execute("DELETE FROM t WHERE id = %s", (i,))
+    elif op < 0.9:
+        cur.execute(
+            "INSERT INTO t VALUES (%s, 0, 'back', 1) ON DUPLICATE KEY UPDATE v = v + 1", (i,)
+        )
+    else:
+        cur.execute("INSERT INTO t VALUES (%s, 1, NULL, NULL)", (10_000 + n,))
+
+
+def busy_writer(origin: Server, db: str) -> Writer:
     """Keeps the origin busy with updates, deletes and inserts until stopped."""
-
-    def __init__(self, origin: Server, db: str) -> None:
-        self.origin, self.db, self.count = origin, db, 0
-        self.stop_event = threading.Event()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run)
-
-    def _run(self) -> None:
-        rng = random.Random(7)
-        fresh = 10_000
-        try:
-            with self.origin.connect(self.db) as conn, conn.cursor() as cur:
-                while not self.stop_event.is_set():
-                    i, op = rng.randint(1, LIVE), rng.random()
-                    if op < 0.7:
-                        cur.execute(
-                            "UPDATE t SET v = v + 1, note = %s, amount = amount + 0.01 WHERE id = %s",
-                            (f"w{self.count}", i),
-                        )
-                    elif op < 0.8:
-                        cur.execute("DELETE FROM t WHERE id = %s", (i,))
-                    elif op < 0.9:
-                        cur.execute(
-                            "INSERT INTO t VALUES (%s, 0, 'back', 1) ON DUPLICATE KEY UPDATE v = v + 1",
-                            (i,),
-                        )
-                    else:
-                        fresh += 1
-                        cur.execute("INSERT INTO t VALUES (%s, 1, NULL, NULL)", (fresh,))
-                    self.count += 1
-        except BaseException as exc:  # noqa: BLE001 - reported by stop()
-            self.error = exc
-
-    def __enter__(self) -> Writer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop_event.set()
-        self.thread.join()
-        assert self.error is None, self.error
+    return Writer(origin, db, _busy_turn)
 
 
 def test_live_writes_no_false_differences_then_repair_through_the_hub(
@@ -85,11 +62,11 @@ def test_live_writes_no_false_differences_then_repair_through_the_hub(
         wait_equal(s, dbname, ["t"])
         # The session's target holds checkpoints of other tests' origins too: name ours.
         options = {"pin": "auto", "chunk_rows": 500, "max_task_rows": 400, "origin": "origin"}
-        with Writer(origin, dbname) as writer:
-            before = writer.count
+        with busy_writer(origin, dbname) as writer:
+            before = writer.done
             clean = reconcile(spark, origin, [target], [f"{dbname}.t"], **options)
             assert clean.exit_code == 0, clean.render()
-            assert writer.count > before + 50, "the origin was not busy during the comparison"
+            assert writer.done > before + 50, "the origin was not busy during the comparison"
             assert clean.tables[0].pin == "checkpoint of origin origin"
 
             # Damage the target behind binlogsync's back, where the writer does not write.
@@ -101,7 +78,7 @@ def test_live_writes_no_false_differences_then_repair_through_the_hub(
                 "UPDATE t SET amount = amount + 100 WHERE id = 2999",
                 "INSERT INTO t VALUES (9999, 0, 'extra', 0)",
             )
-            before = writer.count
+            before = writer.done
             report = reconcile(spark, origin, [target], [f"{dbname}.t"], **options)
             assert found(report) == {
                 (2001,): ("missing", ()),
@@ -109,7 +86,7 @@ def test_live_writes_no_false_differences_then_repair_through_the_hub(
                 (2999,): ("changed", ("amount",)),
                 (9999,): ("extra", ()),
             }, report.render()
-            assert writer.count > before + 50
+            assert writer.done > before + 50
 
             repaired = reconcile(
                 spark,

@@ -1,6 +1,6 @@
 """Schema changes that follow the origin (issue 8, part 3), from capture to apply: the origin's
 DDL is captured with the table's definition (capture/reader.py + tabledef.py), and an Applier
-with `schema_changes` set builds its own DDL (apply/schemachange.py), then applies the rows
+with `schema_changes` set builds its own DDL (engines/mariadb/schemachange.py), then applies the rows
 that use the new shape. Each ends with the tables equal (CHECKSUM TABLE and definitions); each
 refused case stops with what differs and what to run."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from binlogsync.apply import Applier
-from binlogsync.apply.schemachange import Mode
 from binlogsync.capture.positions import current_position
 from binlogsync.capture.reader import BinlogReader
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.schemachange import Mode
 from binlogsync.errors import ProtocolError, SchemaMismatchError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
@@ -33,15 +33,9 @@ def _db(server: Server) -> DatabaseSettings:
     return DatabaseSettings(server.host, server.port, server.user, server.password)
 
 
-def _sql(server: Server, database: str, *statements: str) -> None:
-    with server.connect(database) as conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
-
-
 def _capture(origin: Server, dbname: str, statements: list[str]) -> list[Transaction]:
     start = current_position(_db(origin))
-    _sql(origin, dbname, *statements)
+    origin.sql(*statements, db=dbname)
     return _capture_from(origin, dbname, start)
 
 
@@ -77,8 +71,8 @@ def _shape(server: Server, dbname: str, table: str) -> Any:
 @pytest.fixture
 def pair(origin: Server, target: Server, dbname: str) -> Iterator[tuple[Server, Server, str]]:
     for server in (origin, target):
-        _sql(server, "mysql", f"CREATE DATABASE `{dbname}`")
-        _sql(server, dbname, "CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10), b INT)")
+        server.sql(f"CREATE DATABASE `{dbname}`", db="mysql")
+        server.sql("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10), b INT)", db=dbname)
     yield origin, target, dbname
 
 
@@ -126,7 +120,7 @@ def test_the_target_follows(
 ) -> None:
     origin, target, dbname = pair
     for server in (origin, target):
-        _sql(server, dbname, "INSERT INTO t VALUES (1, 'one', 1), (2, 'two', 2)")
+        server.sql("INSERT INTO t VALUES (1, 'one', 1), (2, 'two', 2)", db=dbname)
     txns = _capture(origin, dbname, statements)
     ddl = [c for t in txns for c in t.changes if c.kind == "ddl"]
     assert ddl and all(c.definition is not None for c in ddl)
@@ -198,7 +192,7 @@ def _tables(server: Server, dbname: str) -> list[str]:
 def test_a_renamed_table_keeps_its_rows(pair: tuple[Server, Server, str], rename: str) -> None:
     origin, target, dbname = pair
     for server in (origin, target):
-        _sql(server, dbname, "INSERT INTO t VALUES (1, 'one', 1), (2, 'two', 2)")
+        server.sql("INSERT INTO t VALUES (1, 'one', 1), (2, 'two', 2)", db=dbname)
     txns = _capture(origin, dbname, [rename, "INSERT INTO t2 (id, a) VALUES (3, 'three')"])
     with _applier(target, dbname, "additive") as applier, pytest.raises(SchemaMismatchError) as e:
         applier.apply(txns)
@@ -229,7 +223,7 @@ def test_an_alter_of_a_table_the_target_lacks_is_refused(
     pair: tuple[Server, Server, str],
 ) -> None:
     origin, target, dbname = pair
-    _sql(origin, dbname, "CREATE TABLE only_here (id INT PRIMARY KEY)")
+    origin.sql("CREATE TABLE only_here (id INT PRIMARY KEY)", db=dbname)
     txns = _capture(origin, dbname, ["ALTER TABLE only_here ADD COLUMN c INT"])
     with _applier(target, dbname, "all") as applier, pytest.raises(SchemaMismatchError) as e:
         applier.apply(txns)
@@ -253,13 +247,13 @@ def test_a_definition_read_after_later_ddl_is_not_taken_for_this_ones(
     own, and apply stops there."""
     origin, target, dbname = pair
     for server in (origin, target):
-        _sql(server, dbname, "INSERT INTO t VALUES (1, 'one', 1)")
+        server.sql("INSERT INTO t VALUES (1, 'one', 1)", db=dbname)
     db = _db(origin)
     start = current_position(db)
-    _sql(origin, dbname, "ALTER TABLE t ADD COLUMN c INT DEFAULT 0")
+    origin.sql("ALTER TABLE t ADD COLUMN c INT DEFAULT 0", db=dbname)
     first_done = _server_clock(origin)
     wait_until(lambda: _server_clock(origin) >= first_done + 3, 10, 0.1, "3 s of server clock")
-    _sql(origin, dbname, "ALTER TABLE t ALTER COLUMN c SET DEFAULT 5")
+    origin.sql("ALTER TABLE t ALTER COLUMN c SET DEFAULT 5", db=dbname)
     txns = _capture_from(origin, dbname, start)
     first, second = [c for t in txns for c in t.changes if c.kind == "ddl"]
     assert first.definition is not None and "changed again" in first.definition["unsupported"]

@@ -1,5 +1,5 @@
 """Table definitions as data (tabledef.py) and the target's own DDL built from them
-(apply/schemachange.py), against a real MariaDB: the origin's table is described, travels
+(engines/mariadb/schemachange.py), against a real MariaDB: the origin's table is described, travels
 through its wire form, and the plan run on the target makes the target's table describe the
 same; refused cases say what differs."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from binlogsync import codec
-from binlogsync.apply.schemachange import Mode, plan, widens
 from binlogsync.ddl import renamed_columns, table_renames
+from binlogsync.engines.mariadb.schemachange import Mode, plan, widens
 from binlogsync.tabledef import ColumnDef, TableDef, TableDefError, describe
 from binlogsync_dev.sandbox import Server
 
@@ -33,12 +33,6 @@ CREATE TABLE t (
   PRIMARY KEY (id), UNIQUE KEY uk_name (name(20), k), KEY k_k (k)
 ) DEFAULT CHARSET=latin1
 """
-
-
-def _sql(server: Server, database: str, *statements: str) -> None:
-    with server.connect(database) as conn, conn.cursor() as cur:
-        for statement in statements:
-            cur.execute(statement)
 
 
 def _describe(server: Server, database: str, table: str) -> TableDef | None:
@@ -68,7 +62,7 @@ def _same_shape(a: TableDef | None, b: TableDef | None) -> None:
 
 @pytest.fixture
 def two(origin: Server, dbname: str) -> tuple[str, str]:
-    _sql(origin, "mysql", f"CREATE DATABASE `{dbname}`", f"CREATE DATABASE `{dbname}_t`")
+    origin.sql(f"CREATE DATABASE `{dbname}`", f"CREATE DATABASE `{dbname}_t`", db="mysql")
     return dbname, f"{dbname}_t"
 
 
@@ -77,7 +71,7 @@ def test_a_rich_table_is_described_and_created_the_same(
     origin: Server, two: tuple[str, str]
 ) -> None:
     src, dst = two
-    _sql(origin, src, RICH)
+    origin.sql(RICH, db=src)
     desired = _describe(origin, src, "t")
     assert desired is not None and desired.unsupported is None
     assert desired.column("name") == ColumnDef(
@@ -190,8 +184,8 @@ def test_the_target_follows_or_refuses(
     origin: Server, two: tuple[str, str], before: str, after: str, mode: Mode, refused: bool
 ) -> None:
     src, dst = two
-    _sql(origin, src, after)
-    _sql(origin, dst, before, "INSERT INTO t (id) VALUES (1), (2)")
+    origin.sql(after, db=src)
+    origin.sql(before, "INSERT INTO t (id) VALUES (1), (2)", db=dst)
     desired = _travel(_describe(origin, src, "t"))  # type: ignore[arg-type]
     steps = _apply(origin, desired, dst, mode)
     if refused:
@@ -207,10 +201,10 @@ def test_the_target_follows_or_refuses(
 @integration
 def test_a_rename_is_a_rename_not_a_drop_and_add(origin: Server, two: tuple[str, str]) -> None:
     src, dst = two
-    _sql(origin, src, "CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))")
-    _sql(origin, dst, "CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))")
-    _sql(origin, dst, "INSERT INTO t VALUES (1, 'kept')")
-    _sql(origin, src, "ALTER TABLE t RENAME COLUMN old_name TO new_name")
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))", db=src)
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, old_name VARCHAR(20))", db=dst)
+    origin.sql("INSERT INTO t VALUES (1, 'kept')", db=dst)
+    origin.sql("ALTER TABLE t RENAME COLUMN old_name TO new_name", db=src)
     desired = dataclasses.replace(
         _describe(origin, src, "t"),  # type: ignore[arg-type]
         renamed_from={"new_name": "old_name"},
@@ -251,7 +245,7 @@ def test_what_cannot_be_rebuilt_is_refused_with_the_reason(
     origin: Server, two: tuple[str, str]
 ) -> None:
     src, dst = two
-    _sql(origin, src, "CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT AS (a + 1) VIRTUAL)")
+    origin.sql("CREATE TABLE t (id INT PRIMARY KEY, a INT, b INT AS (a + 1) VIRTUAL)", db=src)
     desired = _describe(origin, src, "t")
     assert desired is not None and desired.unsupported and "VIRTUAL" in desired.unsupported
     steps = _apply(origin, _travel(desired), dst, "all")

@@ -65,6 +65,7 @@ STATUS = {
                 "lag_seconds": 12.5,
                 "transactions": 1,
                 "connected_seconds": 1.0,
+                "tls": "TLSv1.3",
             },
         ],  # fmt: skip
     },
@@ -78,8 +79,8 @@ def test_status_lists_the_subscribers_and_a_stopped_origin() -> None:
     assert "crm-db (domain 2) STOPPED: the hub holds no Table_map" in text
     lines = [line for line in text.splitlines() if line.startswith("10.0.0.")]
     assert lines[0].split() == ["10.0.0.7:51234", "41", "gtid", "hub-bin.000004:1234",
-                                "1-900-77", "0.0", "s"]  # fmt: skip
-    assert lines[1].split()[-2:] == ["12.5", "s"]
+                                "1-900-77", "0.0", "s", "-"]  # fmt: skip
+    assert lines[1].split()[-3:] == ["12.5", "s", "TLSv1.3"]
 
 
 def test_a_hub_without_the_service_shows_nothing_of_it() -> None:

@@ -9,11 +9,11 @@ import pytest
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.errors import ProtocolError, UsageError
-from binlogsync.hub.seeds import SeedChunk
 from binlogsync.reconcile.checksums import after_where
 from binlogsync.seed.progress import Progress, duration, line
 from binlogsync.seed.run import SeedOptions, _resume
 from binlogsync.seed.tables import route_patterns
+from binlogsync.transport.seedchunk import SeedChunk
 
 GOOD = SeedChunk("run1", "db", "t", True, False, b"\x91\x05", 10, 10, 100, False, 1.7e9)
 

@@ -1,4 +1,4 @@
-"""Statements (apply/statements.py) and identifier quoting (mysql.py): value conversion, merging and splitting rules."""
+"""Statements (engines/mariadb/statements.py) and identifier quoting (mysql.py): value conversion, merging and splitting rules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from binlogsync.apply.statements import (
+from binlogsync.engines.mariadb.statements import (
     Layout,
     StatementBuilder,
     TableInfo,

@@ -13,7 +13,7 @@ from binlogsync import codec
 from binlogsync.apply.applier import session_sql_mode
 from binlogsync.apply.auditlog import encode
 from binlogsync.apply.redisstore import text
-from binlogsync.apply.statements import convert, convert_row
+from binlogsync.engines.mariadb.statements import convert, convert_row
 from binlogsync.errors import ProtocolError
 from binlogsync.model import Change, Transaction, body_from_wire, check_body
 from binlogsync.position import Position

@@ -1,12 +1,14 @@
 """Target side: apply origin transactions exactly once.
 
-statements.py    parameterized, merged SQL built from identifiers and the target's key
+core.py          Target: the one exactly-once core (which transactions are new, the checkpoint
+                 compare-and-set, net-change apply with the unreduced replay, streamed parts,
+                 schema following, skip, repair) over an engine adapter (engines/)
 reduce.py        net-change reduction of a group of transactions per table and key
-pipeline.py      runs one target transaction's statements, building the next meanwhile
-targettables.py  the target's table definitions, the origin's DDL, dropped columns
-failures.py      driver errors told as our errors, with origin, transaction, table and fix
-checkpoint.py    the binlogsync.checkpoint / binlogsync.skipped tables; explicit skips
-applier.py       Applier: one target transaction per call (or per streamed transaction)
+applier.py       Applier: the core over the MariaDB/MySQL adapter; `skip`
+postgres.py      PostgresStore: the core over the PostgreSQL adapter
+redisstore.py    RedisStore: the core over the Redis adapter
+auditlog.py      AuditLogStore: the core over the audit-log adapter
+store.py         open_store: the Target a [target] section describes
 """
 
 from __future__ import annotations
@@ -14,28 +16,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .applier import Applier, failed_at
-    from .checkpoint import Skipped, list_skipped, skip
+    from ..engines.mariadb.checkpoint import Skipped, list_skipped
+    from .applier import Applier, failed_at, skip
 
 __all__ = ["Applier", "Skipped", "failed_at", "list_skipped", "skip"]
 
 _FACE = {
-    "Applier": "applier",
-    "failed_at": "applier",
-    "Skipped": "checkpoint",
-    "list_skipped": "checkpoint",
-    "skip": "checkpoint",
+    "Applier": ".applier",
+    "failed_at": ".applier",
+    "Skipped": "..engines.mariadb.checkpoint",
+    "list_skipped": "..engines.mariadb.checkpoint",
+    "skip": ".applier",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The face, imported when first used: importing `apply.statements` or `apply.checkpoint`
-    alone (reconciliation's Spark executors do) must not pull in the applier, whose schema
-    following reads DDL with the capture side's parser (python-mysql-replication)."""
+    """The face, imported when first used: importing one module of the package (`apply.core`
+    for a PostgreSQL target, say) does not pull in the MariaDB adapter and its driver."""
     if name not in _FACE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    value = getattr(importlib.import_module(f".{_FACE[name]}", __name__), name)
+    value = getattr(importlib.import_module(_FACE[name], __name__), name)
     globals()[name] = value
     return value

@@ -1,4 +1,4 @@
-"""`Applier`: the exactly-once core (core.py) over the MariaDB/MySQL engine (engines/mariadb.py),
+"""`Applier`: the exactly-once core (core.py) over the MariaDB/MySQL engine (engines/mariadb/),
 with the arguments a MariaDB/MySQL target takes. The guarantee lives in the core; what is
 MariaDB's (sessions, statements, errors, DDL) in the adapter.
 """
@@ -9,11 +9,12 @@ from typing import Any
 
 from ..config import DatabaseSettings
 from ..engines.base import StaleStream
-from ..engines.mariadb import MariaDBEngine, session_sql_mode
+from ..engines.mariadb.engine import MariaDBEngine, session_sql_mode
+from ..engines.mariadb.pipeline import execute
+from ..engines.mariadb.statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement
+from ..engines.mariadb.targettables import TargetTables
+from ..position import Position
 from .core import Mode, Target, failed_at
-from .pipeline import execute
-from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement
-from .targettables import TargetTables
 
 __all__ = ["Applier", "StaleStream", "failed_at", "session_sql_mode"]
 
@@ -59,3 +60,10 @@ class Applier(Target):
     def _execute(self, cursor: Any, statement: Statement) -> None:
         """Run one statement (on the worker thread; its parameters are already bound)."""
         execute(cursor, statement)
+
+
+def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> Position:
+    """Move `origin`'s checkpoint on the MySQL target `db` past `position`, with a record
+    (core.Target.skip says what is refused)."""
+    with Applier(db, origin) as applier:
+        return applier.skip(position, reason)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -73,6 +74,7 @@ class Subscriber:
     lag: float = 0.0  # seconds the oldest transaction not yet sent has waited (0: none)
     host: str = ""  # as COM_REGISTER_SLAVE reported it
     port: int = 0
+    tls: str = ""  # the TLS version, "" in the clear
     stop: threading.Event = field(default_factory=threading.Event)
 
     def row(self) -> dict[str, object]:
@@ -86,6 +88,7 @@ class Subscriber:
             "lag_seconds": round(self.lag, 3),
             "transactions": self.sent_transactions,
             "connected_seconds": round(time.time() - self.started, 1),
+            "tls": self.tls or None,
         }
 
 
@@ -361,7 +364,17 @@ class Dump:
             readable, _, _ = select.select([sock], [], [], 0)
             if not readable:
                 return False
-            return not sock.recv(4096, socket.MSG_DONTWAIT)
+            if not isinstance(sock, ssl.SSLSocket):
+                return not sock.recv(4096, socket.MSG_DONTWAIT)
+            # TLS: no recv flags; a record that holds no data (a session ticket) is no close.
+            timeout = sock.gettimeout()
+            sock.setblocking(False)
+            try:
+                return not sock.recv(4096)
+            except ssl.SSLWantReadError:
+                return False
+            finally:
+                sock.settimeout(timeout)
         except BlockingIOError:
             return False
         except (OSError, ValueError):

@@ -3,8 +3,15 @@
 The service offers one account (`binlog_service.user`) and one way to prove it:
 mysql_native_password, whose proof is SHA1(password) XOR SHA1(salt + SHA1(SHA1(password))).
 A client that starts with another plugin (MySQL 8's caching_sha2_password, MariaDB's
-client_ed25519) is asked to switch; one that asks for TLS is refused with the reason, as is a
-wrong user or password (error 1045, as a server says it).
+client_ed25519) is asked to switch; a wrong user or password is refused with error 1045, as a
+server says it.
+
+TLS as MySQL servers do it: with a certificate configured (`ssl_cert`, `ssl_key`) the greeting
+offers CLIENT_SSL; a client that wants TLS answers with a short SSL request, the socket is
+wrapped (the handshake bounded by the connection's timeout) and the client's full answer comes
+again inside TLS, so the password's proof never travels in the clear. Without a certificate a
+TLS request is refused with the reason; with `require_secure_transport` a client without TLS is
+refused (error 3159, as MariaDB says it).
 """
 
 from __future__ import annotations
@@ -12,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import ssl
 import struct
 from dataclasses import dataclass
 
 from .packets import (
     ER_ACCESS_DENIED,
     ER_HANDSHAKE,
+    ER_SECURE_TRANSPORT_REQUIRED,
     SERVER_STATUS_AUTOCOMMIT,
     UTF8MB4_GENERAL_CI,
     Connection,
@@ -63,6 +72,7 @@ class Client:
     database: str
     capabilities: int
     attributes: dict[str, str]
+    tls: str | None = None  # the TLS version and cipher, None in the clear
 
 
 def scramble_for(password: bytes, salt: bytes) -> bytes:
@@ -135,10 +145,10 @@ class Reader:
         return len(self.data) - self.p
 
 
-def greet(conn: Connection, connection_id: int, version: str) -> bytes:
-    """Send the greeting; returns the salt."""
+def greet(conn: Connection, connection_id: int, version: str, tls: bool = False) -> bytes:
+    """Send the greeting (offering TLS when `tls`); returns the salt."""
     salt = bytes(b % 94 + 33 for b in os.urandom(20))  # printable, no NUL (old clients)
-    caps = SERVER_CAPABILITIES
+    caps = SERVER_CAPABILITIES | (CLIENT_SSL if tls else 0)
     payload = (
         b"\x0a"
         + (HANDSHAKE_VERSION_PREFIX + version).encode()
@@ -162,9 +172,17 @@ def greet(conn: Connection, connection_id: int, version: str) -> bytes:
 
 
 def authenticate(
-    conn: Connection, salt: bytes, user: str, stored: bytes, address: str
+    conn: Connection,
+    salt: bytes,
+    user: str,
+    stored: bytes,
+    address: str,
+    tls: ssl.SSLContext | None = None,
+    require_tls: bool = False,
 ) -> Client | None:
-    """Read the client's answer and check it; None (after an error packet) when refused."""
+    """Read the client's answer and check it; None (after an error packet) when refused.
+    `tls` (a server context) is what a client asking for TLS gets; `require_tls` refuses
+    clients that do not ask."""
     r = Reader(conn.read())
     caps = r.number(4)
     if not caps & CLIENT_PROTOCOL_41:
@@ -173,11 +191,26 @@ def authenticate(
     r.number(4)  # max packet size
     r.number(1)  # character set
     r.take(23)
+    secured = None
     if r.left == 0 and caps & CLIENT_SSL:
+        if tls is None:
+            conn.error(
+                ER_HANDSHAKE,
+                "this binlog service has no certificate, so it does not speak TLS: connect "
+                "without it (MASTER_SSL=0, --ssl=0, or skip-ssl), or give the service "
+                "binlog_service.ssl_cert and ssl_key",
+            )
+            return None
+        secured = conn.start_tls(tls)
+        r = Reader(conn.read())
+        caps = r.number(4)
+        r.take(4 + 1 + 23)
+    elif require_tls:
         conn.error(
-            ER_HANDSHAKE,
-            "the binlogsync binlog service does not speak TLS: connect without it "
-            "(MASTER_SSL=0, --ssl=0, or skip-ssl), on a trusted network or through a tunnel",
+            ER_SECURE_TRANSPORT_REQUIRED,
+            "Connections using insecure transport are prohibited while "
+            "binlog_service.require_secure_transport is on: connect with TLS (MASTER_SSL=1, "
+            "--ssl, ssl_ca=the CA that signed the service's certificate)",
         )
         return None
     name = r.zstring().decode("utf-8", "replace")
@@ -211,4 +244,4 @@ def authenticate(
             f"{'YES' if answer else 'NO'})",
         )
         return None
-    return Client(name, database, caps, attributes)
+    return Client(name, database, caps, attributes, secured)

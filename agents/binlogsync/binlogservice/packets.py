@@ -10,6 +10,7 @@ a thread of ours waiting for ever.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Iterable, Sequence
 
@@ -37,6 +38,7 @@ ER_HANDSHAKE = (1043, "08S01")
 ER_TOO_MANY_CONNECTIONS = (1040, "08004")
 ER_PARSE = (1064, "42000")
 ER_NET_PACKET_TOO_LARGE = (1153, "08S01")
+ER_SECURE_TRANSPORT_REQUIRED = (3159, "08004")
 
 
 class PacketError(Exception):
@@ -52,6 +54,17 @@ class Connection:
         self.seq = 0
         self._out: list[bytes] = []
         self._out_bytes = 0
+
+    def start_tls(self, context: ssl.SSLContext) -> str:
+        """Wrap the socket in TLS as the server side (after the client's SSL request); returns
+        the version and cipher. A failed handshake is a PacketError (the connection closes)."""
+        try:
+            wrapped = context.wrap_socket(self.sock, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            raise PacketError(f"the TLS handshake failed: {exc}") from exc
+        self.sock = wrapped
+        cipher = wrapped.cipher()
+        return f"{wrapped.version()} {cipher[0] if cipher else ''}".strip()
 
     # -- reading -----------------------------------------------------------------------------
     def _exactly(self, n: int) -> bytes:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -48,9 +49,11 @@ WRITE_TIMEOUT = 120.0
 
 
 class Listener:
-    """Accepts connections on `bind` and runs `session` for each on its own thread."""
+    """Accepts connections on `bind` and runs `session` for each on its own thread, over a
+    `Connection` the listener owns: whatever its socket becomes (TLS wraps it), the listener
+    says goodbye on it and closes it."""
 
-    def __init__(self, host: str, port: int, session: Callable[[socket.socket, str, int], None]):
+    def __init__(self, host: str, port: int, session: Callable[[Connection, str, int], None]):
         self.session = session
         self.sock = socket.create_server((host, port), reuse_port=False, backlog=64)
         self.sock.settimeout(0.5)
@@ -103,20 +106,22 @@ class Listener:
             thread.start()
 
     def _run(self, client: socket.socket, address: str, number: int) -> None:
+        conn = Connection(client, HANDSHAKE_TIMEOUT)
         try:
             client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.session(client, address, number)
+            self.session(conn, address, number)
         except PacketError as exc:
             log.debug("binlog service: %s: %s", address, exc)
-            _goodbye(client, ER_HANDSHAKE, f"the binlog service closes this connection: {exc}")
+            _goodbye(conn.sock, ER_HANDSHAKE, f"the binlog service closes this connection: {exc}")
         except Exception:  # noqa: BLE001 - one session's failure never reaches the others
             log.exception("binlog service: the session of %s failed", address)
-            _goodbye(client, ER_UNKNOWN_ERROR, "the binlog service failed on this connection")
+            _goodbye(conn.sock, ER_UNKNOWN_ERROR, "the binlog service failed on this connection")
         finally:
-            try:
-                client.close()
-            except OSError:
-                pass
+            for sock in {conn.sock, client}:  # the TLS socket, if any, and the plain one
+                try:
+                    sock.close()
+                except OSError:
+                    pass
 
 
 def _goodbye(client: socket.socket, error: tuple[int, str], message: str) -> None:
@@ -161,9 +166,15 @@ class Session:
 
     def run(self) -> None:
         service = self.service
-        salt = greet(self.conn, self.number, service.version)
+        salt = greet(self.conn, self.number, service.version, service.tls is not None)
         client = authenticate(
-            self.conn, salt, service.user, service.password, self.address.rsplit(":", 1)[0]
+            self.conn,
+            salt,
+            service.user,
+            service.password,
+            self.address.rsplit(":", 1)[0],
+            service.tls,
+            service.require_tls,
         )
         if client is None:
             return
@@ -226,6 +237,8 @@ class ServiceFace(Facts, Protocol):
     version: str
     user: str
     password: bytes  # SHA1(SHA1(password)), b"" for none
+    tls: ssl.SSLContext | None  # what a client asking for TLS gets; None: no TLS
+    require_tls: bool  # refuse clients without TLS
     stopping: threading.Event
 
     def registered(self, number: int, server_id: int, host: str, port: int) -> None: ...

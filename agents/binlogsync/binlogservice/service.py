@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import BinlogServiceConfig
-from ..errors import TransportError
+from ..errors import ConfigError, TransportError
 from ..position import Position, state_text
 from . import events as ev
 from .dump import Dump, Request, Subscriber
@@ -48,6 +49,8 @@ class BinlogService:
         self.version = ev.SERVER_VERSION.removesuffix("-log")
         self.user = config.user
         self.password = stored_password(config.password)
+        self.tls = _server_context(config)
+        self.require_tls = config.require_secure_transport
         self.stopping = threading.Event()
         self.settings = Settings(
             data_dir=data_dir,
@@ -178,10 +181,7 @@ class BinlogService:
         }
 
     # -- sessions -----------------------------------------------------------------------------
-    def _session(self, sock: socket.socket, address: str, number: int) -> None:
-        from .server import HANDSHAKE_TIMEOUT
-
-        conn = Connection(sock, HANDSHAKE_TIMEOUT)
+    def _session(self, conn: Connection, address: str, number: int) -> None:
         try:
             Session(conn, address, number, self).run()
         finally:
@@ -203,6 +203,8 @@ class BinlogService:
         mode = "gtid" if user_vars.get("slave_connect_state") is not None else "file"
         me = Subscriber(number, request.server_id, address, mode, time.time(),
                         request.file, request.position)  # fmt: skip
+        if isinstance(conn.sock, ssl.SSLSocket):
+            me.tls = conn.sock.version() or "TLS"
         with self._lock:
             if request.server_id:
                 # A replica that reconnects takes the place of its old dump (as MariaDB's
@@ -317,3 +319,21 @@ class BinlogService:
             "rpl_semi_sync_master_enabled": "OFF",
             "bind_address": host,
         }
+
+
+def _server_context(config: BinlogServiceConfig) -> ssl.SSLContext | None:
+    """The TLS context subscribers get, from ssl_cert and ssl_key (TLS 1.2 or newer); None
+    without a certificate. A certificate or key that does not load is a ConfigError."""
+    if config.ssl_cert is None or config.ssl_key is None:
+        return None
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(config.ssl_cert, config.ssl_key)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(
+            f"binlog_service: cannot load the certificate {config.ssl_cert} with the key "
+            f"{config.ssl_key}: {exc}",
+            "give a PEM certificate and its matching private key (unencrypted)",
+        ) from exc
+    return context

@@ -17,7 +17,7 @@ real MariaDB. In particular:
 
 - integers by the signedness in the table map's optional metadata;
 - DECIMAL through the library's own string construction (`Decimal('1.10')` keeps its digits);
-- FLOAT as the shortest decimal of the float32 (values.py's `_fix_float`), DOUBLE as is;
+- FLOAT as the shortest decimal of the float32 (model.py's `shortest_float32`), DOUBLE as is;
 - strings decoded with the codec the library picks for the column's character set; binary
   strings as bytes (BINARY(n) padded back to n, empty ones b''); a character set Python has
   no codec for keeps its bytes (and an empty value is '', as in the library);
@@ -55,9 +55,9 @@ from typing import Any
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent
 
-from ..model import Row
+from ..model import Row, shortest_float32
 from ..zerodate import ZeroDate
-from .values import _fix_float, _fix_negative_time
+from .values import _fix_negative_time
 
 _V1 = (BINLOG.WRITE_ROWS_EVENT_V1, BINLOG.UPDATE_ROWS_EVENT_V1, BINLOG.DELETE_ROWS_EVENT_V1)
 _V2 = (BINLOG.WRITE_ROWS_EVENT_V2, BINLOG.UPDATE_ROWS_EVENT_V2, BINLOG.DELETE_ROWS_EVENT_V2)
@@ -243,7 +243,7 @@ class _Builder:
             "_u64": _U64,
             "_from_bytes": int.from_bytes,
             "_str": str,
-            "_fix_float": _fix_float,
+            "_fix_float": shortest_float32,
             "_read_date": _read_date,
         }
 

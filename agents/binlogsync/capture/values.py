@@ -34,7 +34,6 @@ only the corrections its column types need.
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -43,10 +42,9 @@ from typing import Any, Final
 from pymysqlreplication.constants import FIELD_TYPE
 
 from ..errors import PreflightError
-from ..model import Row
+from ..model import Row, shortest_float32
 from ..zerodate import ZeroDate
 
-_F32 = struct.Struct("<f")
 _EPOCH = datetime(1970, 1, 1)
 # Why the library returned None for a date it could not make a `datetime` of (its NONE_SOURCE).
 _LOST_SOURCES = frozenset({"out of date range", "out of datetime range", "out of datetime2 range"})
@@ -61,24 +59,6 @@ class _Lost:
 
 
 LOST: Final = _Lost()  # a date the library could not read: see the module doc
-
-
-def _fix_float(value: Any) -> Any:
-    if not isinstance(value, float):
-        return value
-    try:
-        bits = _F32.pack(value)
-        # 6 digits first: shorter forms are found by %g's trailing-zero stripping already.
-        for digits in range(6, 10):
-            shorter = float(f"{value:.{digits}g}")
-            if _F32.pack(shorter) == bits:
-                return shorter
-    except (OverflowError, struct.error):
-        pass
-    return value
-
-
-shortest_float32 = _fix_float  # the seed gives FLOATs the same form (seed/chunks.py)
 
 
 def _fix_year(value: Any) -> Any:
@@ -148,7 +128,7 @@ def _column_fixer(column: Any) -> Callable[[Any], Any] | None:
         fsp = int(getattr(column, "fsp", 0) or 0) if kind == FIELD_TYPE.TIMESTAMP2 else 0
         return _zero_timestamp(fsp)
     if kind == FIELD_TYPE.FLOAT:
-        return _fix_float
+        return shortest_float32
     if kind == FIELD_TYPE.YEAR:
         return _fix_year
     if kind == FIELD_TYPE.TIME2 and getattr(column, "fsp", 0):

@@ -40,6 +40,7 @@ from ..model import Part, Transaction
 from ..position import Position
 from ..runloop import Backoff, RunLoop
 from ..transport import frames
+from ..transport.limits import FRAME_ROOM
 from ..transport.link import HubLink
 
 log = logging.getLogger("binlogsync.origin")
@@ -48,7 +49,6 @@ WINDOW = 8  # unacknowledged BATCH messages
 BATCH_BYTES = 4 * 1024 * 1024  # bodies per BATCH (one larger body still goes alone)
 _OUTBOX_ITEMS = 20_000  # captured items waiting to be shipped …
 _OUTBOX_BYTES = 32 * 1024 * 1024  # … and their bytes: the reader waits beyond either
-_FRAME_ROOM = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class Capture(RunLoop):
         backoff = Backoff(0.5, 5.0 if config.candidates else 30.0)
         position = self.resume
         checked = False
-        limit = role.max_message_bytes - _FRAME_ROOM
+        limit = role.max_message_bytes - FRAME_ROOM
         while not self.stopping:
             try:
                 if not checked:

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..apply import checkpoint
 from ..apply.core import failed_at
 from ..apply.store import open_store, require
 from ..codec import unpack
 from ..config import TargetConfig
 from ..engines.base import StaleStream
+from ..engines.mariadb import checkpoint
 from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
 from ..model import Part, Transaction, body_from_wire

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..apply.schemachange import widens
+from ..engines.mariadb.schemachange import widens
 from ..tabledef import ColumnDef, IndexDef, TableDef
 
 

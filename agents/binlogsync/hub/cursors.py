@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..position import Position
-from .seeds import SeedChunk
+from ..transport.seedchunk import SeedChunk
 
 
 @dataclass

@@ -30,6 +30,7 @@ from ..metrics import HubMetrics
 from ..model import Part, Transaction
 from ..position import Position
 from ..transport import frames
+from ..transport.limits import FRAME_ROOM
 from .cursors import Cursor
 from .detached import Detachments
 from .hosts import Host, Hosts
@@ -59,7 +60,6 @@ DELIVER_BYTES = 8 * 1024 * 1024
 # cursors). Each cursor gets an equal share, at least CURSOR_BYTES_MIN and at most a window.
 INFLIGHT_BYTES = 256 * 1024 * 1024
 CURSOR_BYTES_MIN = 1024 * 1024
-_FRAME_ROOM = 64 * 1024  # header and frames around the bodies
 
 
 class Delivery:
@@ -292,7 +292,7 @@ class Delivery:
         host = self.hosts[target]
         if not host.online or "target" not in host.roles:
             return False
-        hard = host.max_message_bytes - _FRAME_ROOM  # no message may be larger
+        hard = host.max_message_bytes - FRAME_ROOM  # no message may be larger
         # Bodies batched per message (a larger one goes alone): a quarter of the cursor's
         # share at most, so that a few DELIVERs are in flight at once.
         budget = min(DELIVER_BYTES, hard, max(self.cursor_bytes // 4, 64 * 1024))

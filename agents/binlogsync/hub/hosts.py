@@ -14,6 +14,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..transport.limits import MAX_MESSAGE_BYTES
+
 log = logging.getLogger("binlogsync.hub")
 
 
@@ -25,7 +27,7 @@ class Host:
     online: bool = False
     last_seen: float | None = None
     user_id: str | None = None  # the CURVE key (z85) that said HELLO, when CURVE is on
-    max_message_bytes: int = 64 * 1024 * 1024  # the largest message this client accepts
+    max_message_bytes: int = MAX_MESSAGE_BYTES  # the largest message this client accepts
 
 
 class Hosts:

@@ -25,10 +25,11 @@ from ..errors import ProtocolError, StaleSnapshotError
 from ..model import Transaction
 from ..position import GTID_BASE, Position
 from ..transport import frames
+from ..transport.seedchunk import SeedChunk
 from .cursors import Cursor, Repair
 from .hosts import Hosts
 from .routing import Router
-from .seeds import SeedChunk, SeedRecords
+from .seeds import SeedRecords
 
 log = logging.getLogger("binlogsync.hub")
 

@@ -36,6 +36,7 @@ from ..metrics import HubMetrics, serve
 from ..runloop import RunLoop
 from ..transport import curve, frames, sockets
 from ..transport.frames import Message
+from ..transport.limits import FRAME_ROOM
 from . import status
 from .access import Access
 from .delivery import Delivery
@@ -88,7 +89,7 @@ class Hub(RunLoop):
         sock = context.socket(zmq.ROUTER)
         sock.linger = 0
         sock.router_mandatory = 1
-        sock.maxmsgsize = self.config.max_message_bytes + 65536
+        sock.maxmsgsize = self.config.max_message_bytes + FRAME_ROOM
         sock.sndhwm = sock.rcvhwm = 100_000
         auth = monitor = http = None
         try:

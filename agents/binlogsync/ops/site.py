@@ -200,3 +200,13 @@ def caught_up(
                 + (f"; last error: {t['last_error']}" if t.get("last_error") else "")
             )
     return not waiting, "; ".join(waiting) or "caught up"
+
+
+def all_caught_up(
+    status: dict[str, Any], target: str | Sequence[str], origin: str | None, max_backlog: int
+) -> tuple[bool, str]:
+    """caught_up for one target or each of a list; the message names
+    every target."""
+    names = [target] if isinstance(target, str) else list(target)
+    results = [(name, *caught_up(status, name, origin, max_backlog)) for name in names]
+    return all(done for _, done, _ in results), "; ".join(f"{n}: {why}" for n, _, why in results)

@@ -15,11 +15,15 @@ import sys
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import BinlogsyncError, ConfigError
 from .checksums import HASH_CHOICES, JSON_MODES
 from .pinning import PIN_MODES
 from .urls import parse_url
+
+if TYPE_CHECKING:
+    from .plan import Options
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
@@ -171,8 +175,8 @@ def _class_cache(text: str, env: Mapping[str, str]) -> Path | None:
     return Path(text)
 
 
-def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> object:
-    from .job import Options
+def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> Options:
+    from .plan import Options
 
     return Options(
         source=parse_url(args.source, env, SOURCE_PASSWORD_ENV),
@@ -247,7 +251,7 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
     )
     spark = SparkStart(settings, environ)  # starts now; the plan runs meanwhile
     try:
-        report = run(options, spark, started)  # type: ignore[arg-type]
+        report = run(options, spark, started)
         report.release()
     finally:
         spark.stop(wait=False)  # the command exits next
@@ -272,7 +276,12 @@ def serve(
     settings = SparkSettings(
         master, tuple(_pairs(conf, "--conf")), _class_cache(class_cache, environ)
     )
-    server = ReconcileServer(socket, SparkStart(settings, environ), environ)
+    server = ReconcileServer(
+        socket,
+        SparkStart(settings, environ),
+        environ,
+        lambda argv, env: options_from(parse(argv), env),
+    )
     server.bind()  # a socket in use fails before Spark starts
     stop_on_signals(server.stop)
     try:

@@ -33,7 +33,7 @@ from typing import Any
 
 import pymysql
 
-from ..apply import checkpoint as checkpoints
+from ..engines.mariadb import checkpoint as checkpoints
 from ..errors import PinError
 from ..position import Position, parse_state
 

@@ -29,7 +29,8 @@ from ..errors import BinlogsyncError
 from ..position import Position
 from . import checksums, dialects, pinning
 from .dialects import MySQL
-from .tasks import Context, TableSpec, TaskError, _guard, _query_error, _Sessions
+from .taskdata import Context, TableSpec, TaskError
+from .tasks import _guard, _query_error, _Sessions
 
 KEY_BATCH = 500  # keys per by-key query
 KINDS = ("missing", "extra", "changed", "unsettled")  # the report's order

@@ -40,10 +40,10 @@ from . import checksums, dialects, pinning
 from .connections import close, connect
 from .dialects import MySQL
 from .recheck import KEY_BATCH
-from .tasks import Context, TableSpec
+from .taskdata import Context, TableSpec
 
 if TYPE_CHECKING:
-    from .job import Options
+    from .plan import Options
     from .report import Report
 
 REPAIRABLE = ("missing", "extra", "changed")

@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any
 from ..position import Position
 from . import rowstage
 from .recheck import KINDS, Diff, Rechecked, show
-from .tasks import ChunkResult, Leaf, TaskError
+from .taskdata import ChunkResult, Leaf, TaskError
 
 if TYPE_CHECKING:
-    from .job import Options, _TableState
     from .pinning import Pin
+    from .plan import Options, TableState
 
 
 @dataclass
@@ -73,7 +73,7 @@ class TableReport:
 
     @classmethod
     def planned(
-        cls, name: str, label: str, state: _TableState, t: int, pin: Pin | None
+        cls, name: str, label: str, state: TableState, t: int, pin: Pin | None
     ) -> TableReport:
         r = cls(name, label, state.index, t)
         r.error = state.errors.get(None, "") or state.errors.get(t, "")
@@ -155,7 +155,7 @@ class Report:
         self.tables: list[TableReport] = []
         self.errors: list[str] = []  # errors not tied to one table
         self.stages: list[dict[str, Any]] = []
-        self.plan: list[_TableState] = []
+        self.plan: list[TableState] = []
         self.rows: Any = None  # the report's rows: a DataFrame (rowstage.diffs)
         self.rows_results: Any = None  # the persisted re-check results it is read from
         self.repair: dict[str, Any] | None = None
@@ -212,7 +212,7 @@ class Report:
                 elif differs:
                     r.chunks_split += 1
 
-    def add_plan(self, states: list[_TableState]) -> None:
+    def add_plan(self, states: list[TableState]) -> None:
         for state in states:
             if state.spec is not None:
                 self.key_columns[state.index] = state.spec.key

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .recheck import Rechecked, is_diff_row, recheck_partition
-from .tasks import Context, TaskError, is_row_hash
+from .taskdata import Context, TaskError, is_row_hash
 
 
 def _row_schema() -> Any:
@@ -79,7 +79,7 @@ def candidates(spark: Any, emitted: Any) -> Any:
     (table, target, chunk, key_pickle)."""
     from pyspark.sql import functions as F
 
-    from .tasks import SOURCE, TARGET
+    from .taskdata import SOURCE, TARGET
 
     rows = spark.createDataFrame(emitted.filter(is_row_hash), _row_schema(), verifySchema=False)
     source = rows.where(F.col("side") == SOURCE).select(

@@ -28,7 +28,7 @@ import os
 import socket
 import struct
 import threading
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,11 +115,20 @@ class ReconcileServer(RunLoop):
 
     name = "reconcile-server"
 
-    def __init__(self, socket_path: Path, spark: Any, environ: MutableMapping[str, str]) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        spark: Any,
+        environ: MutableMapping[str, str],
+        options_of: Callable[[list[str], dict[str, str]], Any],
+    ) -> None:
         super().__init__()
         self.path = socket_path
         self.spark = spark  # sparkapp.SparkStart
         self.environ = environ
+        # A run's command line and environment as plan.Options (the CLI's own parsing, passed
+        # in by options.serve: the CLI starts the server, so the server does not import it).
+        self.options_of = options_of
         self.runs = 0
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
@@ -196,16 +205,13 @@ class ReconcileServer(RunLoop):
                 _send(conn, answer)
 
     def _run(self, argv: list[str], env: dict[str, str]) -> dict[str, Any]:
-        from . import options as options_module
         from .job import run
 
         out, err = io.StringIO(), io.StringIO()
         with self._lock:
             self.runs += 1
             try:
-                args = options_module.parse(argv)
-                options = options_module.options_from(args, env)
-                report = run(options, self.spark)  # type: ignore[arg-type]
+                report = run(self.options_of(argv, env), self.spark)
                 report.release()
                 out.write(report.render() + "\n")
                 code = report.exit_code

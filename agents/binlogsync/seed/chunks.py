@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..capture.values import shortest_float32
 from ..codec import pack, unpack
+from ..model import shortest_float32
 from ..mysql import ident, qualified
 from ..position import Position
 from ..reconcile import pinning

@@ -39,10 +39,10 @@ import pymysql
 from ..codec import pack, unpack
 from ..config import DatabaseSettings
 from ..errors import ProtocolError, StaleSnapshotError, UnreachableError, UsageError
-from ..hub.seeds import SeedChunk
 from ..hubcommands import fetch_status
 from ..reconcile.connections import close, connect
 from ..transport.admin import HubAccess
+from ..transport.seedchunk import SeedChunk
 from . import chunks, readers, rowread, sender
 from .limits import DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_PARALLEL, DEFAULT_WINDOW
 from .progress import Progress

@@ -17,10 +17,11 @@ from typing import Any
 import zmq
 
 from ..errors import ApplyError, StaleSnapshotError
-from ..hub.seeds import SeedChunk
 from ..position import Position
 from ..transport import frames
 from ..transport.admin import HubAccess, admin_socket
+from ..transport.limits import MAX_MESSAGE_BYTES
+from ..transport.seedchunk import SeedChunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +51,7 @@ class Sender:
         """The next confirmation, or None after `timeout` seconds without one."""
         if not self.sock.poll(max(int(timeout * 1000), 0)):
             return None
-        message = frames.decode(self.sock.recv_multipart(), 1 << 26)
+        message = frames.decode(self.sock.recv_multipart(), MAX_MESSAGE_BYTES)
         if message.kind == frames.REPAIRED:
             return Confirmed(message.header["id"], message.header["upto"])
         if message.kind == frames.ERROR and message.header["code"] == "stale-snapshot":

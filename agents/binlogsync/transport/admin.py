@@ -6,16 +6,30 @@ Airflow hook makes one from its connection)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from ..config import AdminConfig, ClientConfig, HubConfig, load_any
-from ..errors import ConfigError
+from ..errors import ConfigError, UnreachableError
 from . import curve
 
 HubAccess = str | os.PathLike[str] | AdminConfig
+
+_EVENTS = (
+    zmq.EVENT_CONNECTED
+    | zmq.EVENT_CONNECT_RETRIED
+    | zmq.EVENT_DISCONNECTED
+    | zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+# The monitor of each open admin socket (by id), so a wait that gets no answer can say why.
+_MONITORS: dict[int, zmq.Socket[bytes]] = {}
 
 
 def hub_endpoint(config: HubConfig | ClientConfig | AdminConfig) -> str:
@@ -58,8 +72,84 @@ def admin_socket(access: HubAccess) -> Iterator[tuple[zmq.Socket[bytes], str]]:
                 assert security.hub_public_key_file
                 curve.secure_client(sock, security.secret_key_file, security.hub_public_key_file)
         endpoint = hub_endpoint(config)
+        _MONITORS[id(sock)] = sock.get_monitor_socket(_EVENTS)
         sock.connect(endpoint)
         yield sock, endpoint
     finally:
+        monitor = _MONITORS.pop(id(sock), None)
+        if monitor is not None:
+            sock.disable_monitor()
+            monitor.close(linger=0)
         sock.close(linger=0)
         context.term()
+
+
+def await_answer(sock: zmq.Socket[bytes], endpoint: str, timeout: float) -> list[bytes]:
+    """The hub's next message on an admin socket, or UnreachableError saying why none came
+    within `timeout`; a refused CURVE handshake ends the wait at once."""
+    monitor = _MONITORS.get(id(sock))
+    seen = _Seen()
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    if monitor is not None:
+        poller.register(monitor, zmq.POLLIN)
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        ready = dict(poller.poll(int(left * 1000) + 1))
+        if sock in ready:
+            return sock.recv_multipart()
+        if monitor is not None and monitor in ready:
+            seen.read(monitor)
+            if seen.refused_handshake:
+                break
+    raise UnreachableError(seen.why(endpoint, timeout), seen.fix())
+
+
+class _Seen:
+    """What the socket monitor reported while waiting for the hub."""
+
+    def __init__(self) -> None:
+        self.retried = self.connected = self.dropped = self.handshake_failed = 0
+        self.refused_handshake = self.up = False
+
+    def read(self, monitor: zmq.Socket[bytes]) -> None:
+        while True:
+            try:
+                kind = recv_monitor_message(monitor, zmq.NOBLOCK)["event"]
+            except zmq.Again:
+                return
+            if kind == zmq.EVENT_CONNECT_RETRIED:
+                self.retried += 1
+            elif kind == zmq.EVENT_CONNECTED:
+                self.connected += 1
+            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.up = True
+            elif kind in (zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL):
+                self.handshake_failed += 1
+                self.refused_handshake = True  # libzmq does not try this endpoint again
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                self.handshake_failed += 1
+            elif kind == zmq.EVENT_DISCONNECTED and not self.up:
+                self.dropped += 1
+
+    def why(self, endpoint: str, timeout: float) -> str:
+        said = f"the hub at {endpoint} did not answer"
+        if self.handshake_failed or (self.dropped and self.connected):
+            return (
+                f"{said}: it refused the CURVE handshake (its public key is not the one in "
+                "hub_public_key_file, or this tool's public key is not in the hub's "
+                "admin_keys_dir nor authorized_keys_dir, or one side does not use CURVE)"
+            )
+        if self.up:
+            return f"{said} within {timeout:.0f} s, though it accepted the connection"
+        if self.retried and not self.connected:
+            return f"{said}: nothing listens there (connection refused)"
+        return f"{said} within {timeout:.0f} s"
+
+    def fix(self) -> str:
+        if self.handshake_failed or (self.dropped and self.connected):
+            return (
+                "check the key files: hub_public_key_file must be the hub's NAME.key, and "
+                "this tool's NAME.key must be in the hub's admin_keys_dir"
+            )
+        return "is `binlogsync server` running, and are the host and port its socket's?"

@@ -29,6 +29,7 @@ from ..errors import ProtocolError
 from ..model import CheckedBody, Part, Transaction, body_from_wire
 from ..model import check_body as model_check_body
 from ..position import Position
+from .limits import MAX_MESSAGE_BYTES
 
 VERSION = b"BLS3"  # BLS3: GTID positions (a BLS2 peer would misread them)
 
@@ -100,7 +101,7 @@ class Message:
     def bodies_decoded(self, max_bytes: int) -> list[Transaction | Part]:
         return [decode_body(body, max_bytes) for body in self.bodies]
 
-    def transactions(self, max_bytes: int = 64 * 1024 * 1024) -> list[Transaction]:
+    def transactions(self, max_bytes: int = MAX_MESSAGE_BYTES) -> list[Transaction]:
         """The bodies as whole transactions (REPAIR); a part here is a ProtocolError."""
         out = []
         for item in self.bodies_decoded(max_bytes):

@@ -46,6 +46,7 @@ from ..errors import ProtocolError
 from ..runloop import Backoff
 from . import curve, frames, sockets
 from .frames import Message
+from .limits import FRAME_ROOM
 
 log = logging.getLogger("binlogsync.link")
 
@@ -107,7 +108,7 @@ class HubLink:
         sock: zmq.Socket[bytes] = self.context.socket(zmq.DEALER)
         sock.linger = 0
         sock.immediate = 1
-        sock.maxmsgsize = self.config.max_message_bytes + 65536
+        sock.maxmsgsize = self.config.max_message_bytes + FRAME_ROOM
         sock.sndhwm = sock.rcvhwm = 100_000
         sock.reconnect_ivl = 100
         sock.reconnect_ivl_max = max(100, int(self.config.heartbeat_interval * 500))

@@ -1,4 +1,5 @@
-"""TargetCaughtUpSensor: wait until a target has applied everything the hub holds for it."""
+"""TargetCaughtUpSensor: wait until a target (or each of several) has applied everything the
+hub holds for it."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ from typing import Any
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseSensorOperator
 
-from binlogsync.ops.site import caught_up
+from binlogsync.ops.site import all_caught_up
 
 from .hooks import BinlogsyncHook
 from .triggers import TargetCaughtUpTrigger
 
 
 class TargetCaughtUpSensor(BaseSensorOperator):
-    """Succeeds when `target` has no more than `max_backlog` transactions left to apply from
-    `origin` (None: from every origin), and is neither blocked nor detached. Each poke asks
-    the hub once. `deferrable=True` hands the wait to the triggerer (no worker slot held);
+    """Succeeds when `target` (a name, or a list of names: each of them) has no more than
+    `max_backlog` transactions left to apply from `origin` (None: from every origin), and is
+    neither blocked nor detached. Each poke asks the hub once. `deferrable=True` hands the wait to the triggerer (no worker slot held);
     otherwise `mode="reschedule"` frees the slot between pokes."""
 
     template_fields: Sequence[str] = ("target", "origin", "max_backlog")
@@ -26,7 +27,7 @@ class TargetCaughtUpSensor(BaseSensorOperator):
     def __init__(
         self,
         *,
-        target: str,
+        target: str | Sequence[str],
         origin: str | None = None,
         max_backlog: int = 0,
         deferrable: bool = False,
@@ -42,8 +43,8 @@ class TargetCaughtUpSensor(BaseSensorOperator):
 
     def poke(self, context: Any) -> bool:
         status = BinlogsyncHook(self.binlogsync_conn_id).status()
-        done, why = caught_up(status, self.target, self.origin or None, int(self.max_backlog))
-        self.log.info("%s: %s", self.target, why)
+        done, why = all_caught_up(status, self.target, self.origin or None, int(self.max_backlog))
+        self.log.info("%s", why)
         return done
 
     def execute(self, context: Any) -> Any:
@@ -68,4 +69,10 @@ class TargetCaughtUpSensor(BaseSensorOperator):
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> None:
         if not event or event.get("status") != "caught_up":
             raise AirflowException(f"{self.target} did not catch up: {event}")
-        self.log.info("%s: %s", self.target, event.get("message"))
+        self.log.info("%s", event.get("message"))
+
+
+def wait_for_job(job: dict[str, Any]) -> dict[str, Any]:
+    """A reconcile job (ReconcilePlanOperator's output) as TargetCaughtUpSensor's arguments:
+    every target it compares, from its origin (the reconcile DAG maps the sensor with it)."""
+    return {"target": list(job["targets"]), "origin": job["origin"]}

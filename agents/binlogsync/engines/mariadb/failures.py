@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .. import mysql
-from ..errors import (
+from ... import mysql
+from ...errors import (
     ApplyError,
     BinlogsyncError,
     ConstraintError,
@@ -19,8 +19,8 @@ from ..errors import (
     SchemaMismatchError,
     UnreachableError,
 )
-from ..position import Position
-from ..zerodate import is_zero_date_text
+from ...position import Position
+from ...zerodate import is_zero_date_text
 from .targettables import context
 
 _QUOTED_VALUE = re.compile(r"value: '([^']*)'")

@@ -26,7 +26,7 @@ from binlogsync.reconcile import shipping, sparkapp
 
 from .hooks import BinlogsyncHook, state_dir
 
-RECONCILE_JOB = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
+RECONCILE_JOB = Path(__file__).resolve().parent / "spark_jobs" / "reconcile_job.py"
 
 
 def _safe(name: str) -> str:
@@ -179,7 +179,8 @@ class OutboxOperator(BaseOperator):
 class ReconcilePlanOperator(BaseOperator):
     """Which reconciliations cover the site (ops/site.py): one per origin (per group of its
     targets with the same routes), each with the routed tables found on the origin that match
-    `tables`. Returns them as a list, which the Spark task is mapped over."""
+    `tables`. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
+    sensors.wait_for_job) are mapped over."""
 
     template_fields: Sequence[str] = ("origins", "tables", "out_root")
 

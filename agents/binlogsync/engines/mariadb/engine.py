@@ -6,13 +6,13 @@ MariaDB or MySQL target, and nothing the core decides.
                  that refuse dates the origin stored, plus NO_AUTO_VALUE_ON_ZERO (an id 0
                  replays as 0) and ALLOW_INVALID_DATES; autocommit off; utf8mb4. A lost
                  connection is found at the start of every call and opened again
-    binlogsync   the checkpoint and skipped tables (apply/checkpoint.py), made on first use
-    catalog      the target's tables, keys and columns (apply/targettables.py), read once and
+    binlogsync   the checkpoint and skipped tables (checkpoint.py), made on first use
+    catalog      the target's tables, keys and columns (targettables.py), read once and
                  again after any error; the origin's DDL noted for messages
-    writes       merged, parameterized statements (apply/statements.py) run one at a time on
-                 a worker thread while the next is built (apply/pipeline.py); a statement
+    writes       merged, parameterized statements (statements.py) run one at a time on
+                 a worker thread while the next is built (pipeline.py); a statement
                  spanning several origin transactions that fails on its data is `Ambiguous`
-    schema       the origin's DDL followed as statements built here (apply/schemachange.py)
+    schema       the origin's DDL followed as statements built here (schemachange.py)
     errors       PyMySQL's, told as ours with origin, transaction, table and fix (failures.py)
 
 The checkpoint row is written first in every target transaction: it locks the row against a
@@ -29,19 +29,19 @@ from typing import Any
 
 import pymysql
 
-from .. import mysql
-from ..apply import checkpoint as checkpoints
-from ..apply import failures
-from ..apply.pipeline import Pipeline, StatementFailed, execute
-from ..apply.schemachange import plan_ddl
-from ..apply.statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
-from ..apply.targettables import TargetTables, context
-from ..config import DatabaseSettings
-from ..errors import ApplyError, BinlogsyncError, SchemaMismatchError, UnreachableError
-from ..model import Change
-from ..position import Position
-from ..tabledef import describe
-from .base import Ambiguous, KeyPlan
+from ... import mysql
+from ...config import DatabaseSettings
+from ...errors import ApplyError, BinlogsyncError, SchemaMismatchError, UnreachableError
+from ...model import Change
+from ...position import Position
+from ...tabledef import describe
+from ..base import Ambiguous, KeyPlan
+from . import checkpoint as checkpoints
+from . import failures
+from .pipeline import Pipeline, StatementFailed, execute
+from .schemachange import plan_ddl
+from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
+from .targettables import TargetTables, context
 
 # Modes that refuse dates the origin stored: zero dates, dates with a zero part, and (strict
 # mode without ALLOW_INVALID_DATES) a day past its month's end. TRADITIONAL is listed beside

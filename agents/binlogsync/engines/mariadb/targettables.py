@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..ddl import dropped_columns
-from ..errors import ApplyError, MissingTableError, SchemaMismatchError
-from ..model import Change
-from ..position import Position
+from ...ddl import dropped_columns
+from ...errors import ApplyError, MissingTableError, SchemaMismatchError
+from ...model import Change
+from ...position import Position
 from .statements import Layout, TableInfo, is_generated
 
 log = logging.getLogger("binlogsync.apply")

@@ -27,10 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..ddl import ddl_verb
-from ..model import Change
-from ..mysql import ident, qualified
-from ..tabledef import INTEGER_TYPES, ColumnDef, IndexDef, TableDef
+from ...ddl import ddl_verb
+from ...model import Change
+from ...mysql import ident, qualified
+from ...tabledef import INTEGER_TYPES, ColumnDef, IndexDef, TableDef
 
 Mode = Literal["off", "additive", "all"]
 MODES: tuple[Mode, ...] = ("off", "additive", "all")

@@ -8,7 +8,12 @@ it (the run's folder, XCom, and the state folder the binlogsync page reads) and 
 listing the differing rows — unless `repair` is on, in which case the rows were sent through
 the hub, ordered with live changes, and the next run is green. `mode`: full (every row),
 since_last (only keys changed since the last equal run), or auto (full on Sundays, since_last
-otherwise).
+otherwise). Before comparing, `caught_up` (TargetCaughtUpSensor, deferrable: the wait runs in
+the triggerer, holding no worker slot) waits until each compared target has applied what the
+hub holds for it from that origin (one wait per origin; at most `max_backlog` transactions left), so a target that is
+merely behind is not reported as different. A target still behind after an hour
+(CATCH_UP_TIMEOUT), blocked or detached fails its wait, naming what it waits for, and that run
+compares nothing.
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
 
 from __future__ import annotations
@@ -16,11 +21,15 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow.sdk import DAG, Param
+
 from binlogsync_airflow.operators import (
     BinlogsyncReconcileOperator,
     ReconcilePlanOperator,
     ReconcileResultOperator,
 )
+from binlogsync_airflow.sensors import TargetCaughtUpSensor, wait_for_job
+
+CATCH_UP_TIMEOUT = 3600  # seconds; the param's default
 
 with DAG(
     dag_id="reconcile",
@@ -52,6 +61,13 @@ with DAG(
             "changed since each table's last equal run (changes made outside replication are "
             "not looked at); auto: full on Sundays, since_last on the other days.",
         ),
+        "max_backlog": Param(
+            0,
+            type="integer",
+            minimum=0,
+            description="Compare once each target has at most this many transactions left to "
+            "apply from its origin (0: everything the hub holds).",
+        ),
         "repair": Param(
             False,
             type="boolean",
@@ -63,6 +79,13 @@ with DAG(
     plan = ReconcilePlanOperator(
         task_id="plan", origins="{{ params.origins }}", tables="{{ params.tables }}"
     )
+    caught_up = TargetCaughtUpSensor.partial(
+        task_id="caught_up",
+        max_backlog="{{ params.max_backlog }}",
+        deferrable=True,
+        poke_interval=5,
+        timeout=CATCH_UP_TIMEOUT,
+    ).expand_kwargs(plan.output.map(wait_for_job))
     spark = BinlogsyncReconcileOperator.partial(
         task_id="spark_reconcile",
         conn_id="spark_default",
@@ -74,4 +97,4 @@ with DAG(
         jobs="{{ ti.xcom_pull(task_ids='plan') }}",
         trigger_rule="all_done",  # differences or not, the report is read and kept
     )
-    spark >> result
+    caught_up >> spark >> result

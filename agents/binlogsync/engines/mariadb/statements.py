@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from ..errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
-from ..model import Change, Row, time_text
-from ..mysql import ident, qualified
-from ..position import Position
-from ..zerodate import ZeroDate
+from ...errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
+from ...model import Change, Row, time_text
+from ...mysql import ident, qualified
+from ...position import Position
+from ...zerodate import ZeroDate
 
 DEFAULT_MAX_ROWS = 2000
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024

@@ -63,6 +63,8 @@ class BinlogsyncHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form on Airflow 3.1; 3.2 and later build it from the provider's
+        info (provider.py: a field per extra key)."""
         return {
             "hidden_fields": ["schema", "login", "password"],
             "relabeling": {"host": "Hub host", "port": "Hub port"},
@@ -84,14 +86,14 @@ class BinlogsyncHook(BaseHook):
                     "set it to the hub's host (and its port), e.g. "
                     "AIRFLOW_CONN_BINLOGSYNC_DEFAULT='binlogsync://hub.example:5555'",
                 )
-            extra = conn.extra_dejson
+            extra = _extra(conn.extra_dejson)
             data: dict[str, Any] = {
                 "admin": {
                     "hub": f"tcp://{conn.host}:{conn.port or DEFAULT_PORT}",
-                    "name": extra.get("name", "airflow"),
+                    "name": extra.get("name") or "airflow",
                 }
             }
-            keys = {k: extra[k] for k in ("secret_key_file", "hub_public_key_file") if k in extra}
+            keys = {k: extra[k] for k in ("secret_key_file", "hub_public_key_file") if extra.get(k)}
             if keys:
                 data["security"] = keys
             self._admin = admin_from_mapping(data, Path.cwd())
@@ -114,12 +116,17 @@ class BinlogsyncHook(BaseHook):
         detach(self.admin_config(), origin, target, reason, self.timeout)
 
     def test_connection(self) -> tuple[bool, str]:
+        """The UI's "Test" button: the hub's status asked with this connection's keys (a
+        wrong key or address fails with what to fix)."""
         try:
             status = self.status()
-        except Exception as exc:  # the UI's "Test" button shows the reason
+        except Exception as exc:  # the UI shows the reason
             return False, str(exc)
         online = sum(1 for h in status["hosts"] if h["online"])
-        return True, f"hub {status['hub']} answered: {online}/{len(status['hosts'])} hosts online"
+        return True, (
+            f"hub {status['hub']} answered: {online}/{len(status['hosts'])} hosts online, "
+            f"{len(status.get('routes', []))} route(s)"
+        )
 
     @staticmethod
     def database(host: str) -> DatabaseSettings:
@@ -172,6 +179,14 @@ class BinlogsyncHook(BaseHook):
                 )
             )
         return tuple(out)
+
+
+def _extra(extra: dict[str, Any]) -> dict[str, Any]:
+    """The connection's extra with the form's field names as plain keys (a form may store a
+    field as `extra__binlogsync__NAME`)."""
+    prefix = "extra__binlogsync__"
+    plain = {k.removeprefix(prefix): v for k, v in extra.items() if k.startswith(prefix)}
+    return {**plain, **{k: v for k, v in extra.items() if not k.startswith(prefix)}}
 
 
 def _tls(conn_id: str, extra: dict[str, Any], libpq: bool = False) -> TlsSettings:

@@ -15,14 +15,14 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from binlogsync.config import admin_from_mapping
 from binlogsync.errors import BinlogsyncError
 from binlogsync.hubcommands import fetch_status
-from binlogsync.ops.site import caught_up
+from binlogsync.ops.site import all_caught_up
 
 
 class TargetCaughtUpTrigger(BaseTrigger):
     def __init__(
         self,
         admin: dict[str, Any],
-        target: str,
+        target: str | list[str],
         origin: str | None,
         max_backlog: int,
         poke_interval: float,
@@ -55,9 +55,9 @@ class TargetCaughtUpTrigger(BaseTrigger):
             except BinlogsyncError as exc:  # a hub that is down now may answer later
                 why = f"the hub did not answer: {exc}"
             else:
-                done, why = caught_up(status, self.target, self.origin, self.max_backlog)
+                done, why = all_caught_up(status, self.target, self.origin, self.max_backlog)
                 if done:
                     yield TriggerEvent({"status": "caught_up", "message": why})
                     return
-            self.log.info("%s: %s", self.target, why)
+            self.log.info("%s", why)
             await asyncio.sleep(self.poke_interval)

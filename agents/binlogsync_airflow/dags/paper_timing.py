@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow.sdk import DAG, Param
+
 from binlogsync_airflow.operators import PaperTimingOperator
 
 with DAG(

@@ -23,10 +23,10 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from .. import mysql
-from ..config import DatabaseSettings
-from ..errors import ApplyError
-from ..position import Position
+from ... import mysql
+from ...config import DatabaseSettings
+from ...errors import ApplyError
+from ...position import Position
 
 SCHEMA = "binlogsync"
 
@@ -244,15 +244,6 @@ def record_skip(cursor: Any, origin: str, position: Position, reason: str) -> No
         (origin, position.key, position.file, position.offset, position.gtid,
          position.scheme if position.by_gtid else None, reason),
     )  # fmt: skip
-
-
-def skip(db: DatabaseSettings, origin: str, position: Position, reason: str) -> Position:
-    """Move `origin`'s checkpoint on the MySQL target `db` past `position`, with a record
-    (core.Target.skip says what is refused)."""
-    from .applier import Applier
-
-    with Applier(db, origin) as applier:
-        return applier.skip(position, reason)
 
 
 def list_skipped(db: DatabaseSettings, origin: str | None = None) -> list[Skipped]:

@@ -42,7 +42,7 @@ def send_repair(
     tx = Transaction(snapshot, time.time(), tuple(changes))
     header = {"origin": origin, "target": target, "snapshot": snapshot, "id": repair_id}
     with admin_socket(config_path) as (sock, endpoint):
-        sock.send_multipart(frames.encode(frames.REPAIR, header, [pack(tx.to_wire())]))
+        sock.send_multipart(frames.encode(frames.REPAIR, header, [pack(tx.to_wire(packing=True))]))
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()

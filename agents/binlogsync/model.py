@@ -98,14 +98,17 @@ class Change:
             definition,
         )
 
-    def to_wire(self) -> list[Any]:
+    def to_wire(self, packing: bool = False) -> list[Any]:
+        """The change as lists, as `from_wire` reads it back. `packing`: for `codec.pack` only,
+        rows stay tuples (msgpack writes a tuple as the same array as a list, so the bytes are
+        the same; a 1M-row transaction then copies no row on its way out)."""
         wire: list[Any] = [
             self.kind,
             self.schema,
             self.table,
             list(self.columns),
-            [list(r) for r in self.before],
-            [list(r) for r in self.after],
+            self.before if packing else [list(r) for r in self.before],
+            self.after if packing else [list(r) for r in self.after],
             self.statement,
         ]
         if self.definition is not None:
@@ -200,8 +203,13 @@ class Transaction:
     def row_count(self) -> int:
         return sum(c.row_count for c in self.changes)
 
-    def to_wire(self) -> list[Any]:
-        return [self.position.to_wire(), self.timestamp, [c.to_wire() for c in self.changes]]
+    def to_wire(self, packing: bool = False) -> list[Any]:
+        """As lists; `packing`: rows as tuples, for `codec.pack` only (Change.to_wire)."""
+        return [
+            self.position.to_wire(),
+            self.timestamp,
+            [c.to_wire(packing) for c in self.changes],
+        ]
 
     @classmethod
     def from_wire(cls, data: Any) -> Transaction:
@@ -233,14 +241,15 @@ class Part:
     def row_count(self) -> int:
         return sum(c.row_count for c in self.changes)
 
-    def to_wire(self) -> list[Any]:
+    def to_wire(self, packing: bool = False) -> list[Any]:
+        """As lists; `packing`: rows as tuples, for `codec.pack` only (Change.to_wire)."""
         return [
             self.begin.to_wire(),
             self.number,
             self.last,
             self.end.to_wire() if self.end is not None else None,
             self.timestamp,
-            [c.to_wire() for c in self.changes],
+            [c.to_wire(packing) for c in self.changes],
         ]
 
     @classmethod

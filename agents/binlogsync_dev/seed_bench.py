@@ -13,7 +13,8 @@ and each of `--runs` runs:
     seed           `binlogsync seed --parallel N` of the same table through the hub
 
 All three run while a writer keeps updating, inserting and deleting rows of the table on the
-origin (the stream runs). `seed s` is until the target confirmed the last chunk; `in sync s`
+origin (the stream runs), and all three start from an empty table on the target (the anchors
+restore into a new database; the target's table is emptied before each seed). `seed s` is until the target confirmed the last chunk; `in sync s`
 until it has also replayed every change made meanwhile (the hand-over to the stream), when
 CHECKSUM TABLE of origin and target are compared (the writer stops first). The table shows
 the median of the runs of each size.
@@ -255,6 +256,11 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
     with Writer(origin, rows) as writer:
         dump_seconds, dump_cpu = _dump_restore(origin, target, meter)
         mydumper_seconds, mydumper_cpu = _mydumper(origin, target, scratch / "mydumper", meter)
+        # A new target, as the anchors restore into a new database: the table empty (the
+        # previous run's seed filled it; the seed's first chunk would delete those rows in one
+        # transaction, work the anchors do not do).
+        with target.connect(SCHEMA) as conn, conn.cursor() as cur:
+            cur.execute(f"TRUNCATE TABLE `{TABLE}`")
         before = writer.count
         meter.start()
         start = time.perf_counter()

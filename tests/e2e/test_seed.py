@@ -310,8 +310,15 @@ def test_seed_survives_kill_9_of_an_agent(
             seeding = subprocess.Popen(
                 [
                     *seed_command(
-                        s, target, "--chunk-rows", "2000", "--max-rows-per-second", "10000"
-                    ),
+                        s,
+                        target,
+                        "--chunk-rows",
+                        "2000",
+                        "--max-rows-per-second",
+                        "10000",
+                        "--parallel",
+                        "2",
+                    ),  # fmt: skip
                     "--json",
                 ],
                 stdout=subprocess.PIPE,

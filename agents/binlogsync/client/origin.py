@@ -105,7 +105,7 @@ class Capture(RunLoop):
                 if self.stopping:
                     return 0
                 for item in self.reader.transactions():
-                    body = pack(item.to_wire())
+                    body = pack(item.to_wire(packing=True))
                     if len(body) > limit:
                         raise _too_large(item, len(body), role.max_message_bytes, position)
                     last = item.position if isinstance(item, Transaction) else item.end

@@ -347,7 +347,7 @@ class Delivery:
         routed = self.router.for_target(origin, target, tx)
         if routed is tx:
             return entry.payload  # all of it, unchanged: forward the bytes
-        return pack(routed.to_wire()) if routed.changes else b""
+        return pack(routed.to_wire(packing=True)) if routed.changes else b""
 
     def _deliver(
         self,
@@ -428,7 +428,7 @@ class Delivery:
         if routed is probe:
             return body
         kept = Part(part.begin, part.number, part.last, routed.changes, part.end, part.timestamp)
-        return pack(kept.to_wire())
+        return pack(kept.to_wire(packing=True))
 
     def _too_large(self, cursor: Cursor, position: Position, size: int, host: Host) -> None:
         reason = (

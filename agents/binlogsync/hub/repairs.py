@@ -139,7 +139,7 @@ class Repairs:
         body = repair.body  # as it came, unless the route renames its schemas
         if not self.router.unchanged(origin, target, repair.tables):
             tx = Transaction.from_wire(unpack(repair.body))
-            body = pack(self.router.for_target(origin, target, tx).to_wire())
+            body = pack(self.router.for_target(origin, target, tx).to_wire(packing=True))
         header = {
             "origin": origin,
             "seq": cursor.next_seq,

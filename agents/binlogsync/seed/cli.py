@@ -53,8 +53,9 @@ def add_arguments(s: argparse.ArgumentParser) -> None:
         "--parallel",
         type=int,
         default=DEFAULT_PARALLEL,
-        help="chunk readers at once (processes, each with its own connection to the origin); "
-        "1: read in the seed's own process",
+        help="chunk readers at once (processes, each with its own connection to the origin, "
+        "reading key ranges of a table at once; worth it when reading the origin, not the "
+        "target's apply, sets the pace); 1: read in the seed's own process (default)",
     )
     s.add_argument(
         "--max-rows-per-second",

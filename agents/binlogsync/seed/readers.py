@@ -97,7 +97,7 @@ def _pack(
     while pending:
         part = pending.pop(0)
         changes = changes_of(table, part, first and not out)
-        body: bytes = pack(Transaction(snapshot, time.time(), tuple(changes)).to_wire())
+        body: bytes = pack(Transaction(snapshot, time.time(), tuple(changes)).to_wire(packing=True))
         if len(body) > chunk_bytes and len(part) > 1:
             half = len(part) // 2
             pending[:0] = [part[:half], part[half:]]

@@ -1,14 +1,15 @@
-"""The Ansible role (deploy/ansible) against real hosts: three containers from a local Debian
-image with systemd as PID 1 (a hub, an origin and a target, MariaDB inside the last two),
-reached through the community.docker.docker connection of a private Docker engine.
+"""The Ansible role (deploy/ansible) against real hosts: four containers from a local Debian
+image with systemd as PID 1 (a hub, an origin and a target with MariaDB, and a PostgreSQL
+target: Debian's postgresql, its account and table made by the test as a DBA would), reached
+through the community.docker.docker connection of a private Docker engine.
 
 The playbook runs four times: the first deploys everything (the origin's MariaDB gets the
 binlog settings capture needs), the second must change nothing (read from the play recap; no
 key rotated, MariaDB not restarted), the third changes one target setting and must restart
 that agent alone (systemd's MainPID and ActiveEnterTimestamp of each unit), the fourth has a
 misspelt setting that `validate:` refuses without touching the running agent. Between them a
-row written on the origin must arrive on the target, and `binlogsync status` on the hub must
-show every host online. The units' sandboxing is rated by `systemd-analyze security`.
+row written on the origin must arrive on both targets (MariaDB and PostgreSQL), and
+`binlogsync status` on the hub must show every host online. The units' sandboxing is rated by `systemd-analyze security`.
 
 Without Docker: the example inventory renders the TOML and units it implies, and
 `ansible-lint` (production profile, offline) passes on deploy/ansible.
@@ -44,7 +45,7 @@ BIN = Path(sys.executable).parent
 IMAGE = "local/bls-systemd:bookworm"
 PACKAGES = [
     "systemd", "systemd-sysv", "python3", "python3-venv", "python3-packaging", "mariadb-server",
-    "mariadb-client", "ca-certificates", "procps", "sudo",
+    "mariadb-client", "ca-certificates", "procps", "sudo", "postgresql",
 ]  # fmt: skip
 SYSTEMD_RUN = [
     "--cap-add", "SYS_ADMIN", "--security-opt", "seccomp=unconfined", "--cgroupns=host",
@@ -57,6 +58,20 @@ RECAP = re.compile(
     re.M,
 )
 TABLE = "CREATE DATABASE shop; CREATE TABLE shop.orders (id INT PRIMARY KEY, item VARCHAR(40))"
+# The PostgreSQL target's account and table, made as its DBA would (the role makes none there).
+PG_PASSWORD = "pg-secret"
+PG_SETUP = (
+    f"CREATE USER binlogsync PASSWORD '{PG_PASSWORD}'; "
+    "GRANT CREATE ON DATABASE postgres TO binlogsync; "
+    "CREATE SCHEMA shop AUTHORIZATION binlogsync; "
+    "CREATE TABLE shop.orders (id integer PRIMARY KEY, item varchar(40)); "
+    "ALTER TABLE shop.orders OWNER TO binlogsync;"
+)
+PG_VARS = {
+    "binlogsync_target_kind": "postgresql",
+    "binlogsync_target_url": "postgresql://binlogsync@127.0.0.1:5432/postgres",
+    "binlogsync_db_password": PG_PASSWORD,
+}
 
 
 @dataclass(frozen=True)
@@ -125,7 +140,7 @@ def inventory(hosts: list[Host], wheels: Path, extra: dict[str, dict[str, object
             found["binlogsync_mariadb_server_id"] = host.mariadb_server_id
         return {**found, **extra.get(host.name, {})}
 
-    hub, origin, target = hosts
+    hub, origin, target, pg = hosts
     data = {
         "all": {
             "vars": {
@@ -142,7 +157,10 @@ def inventory(hosts: list[Host], wheels: Path, extra: dict[str, dict[str, object
                 },
                 "targets": {
                     "vars": {"binlogsync_target_schemas": ["shop"]},
-                    "hosts": {target.name: host_vars(target)},
+                    "hosts": {
+                        target.name: host_vars(target),
+                        pg.name: {**PG_VARS, **host_vars(pg)},
+                    },
                 },
             },
         }
@@ -160,6 +178,7 @@ class Site:
             Host("sync-hub", f"{tag}-hub", "binlogsync-hub"),
             Host("shop-db", f"{tag}-origin", "binlogsync-client", mariadb_server_id=11),
             Host("report-db", f"{tag}-target", "binlogsync-client", mariadb_server_id=12),
+            Host("warehouse", f"{tag}-pg", "binlogsync-client"),
         ]
         self.env = {
             **self.engine.env,
@@ -204,6 +223,12 @@ class Site:
 
     def sql(self, host: Host, statement: str) -> str:
         return self.sh(host, f"mariadb --batch --skip-column-names -e {_quote(statement)}")
+
+    def psql(self, host: Host, statement: str) -> str:
+        return self.sh(
+            host, f"psql -X -q -At -d postgres -v ON_ERROR_STOP=1 -c {_quote(statement)}",
+            user="postgres",
+        )  # fmt: skip
 
     def playbook(
         self, inventory_text: str, label: str, fails: bool = False
@@ -272,10 +297,15 @@ def site(engine: Engine, tmp_path: Path) -> Iterator[Site]:
 def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     site: Site, tmp_path: Path
 ) -> None:
-    hub, origin, target = site.hosts
-    wheels = wheelhouse(tmp_path / "wheelhouse")
+    hub, origin, target, pg = site.hosts
+    wheels = wheelhouse(tmp_path / "wheelhouse", "[postgresql]")
     for host in (origin, target):  # the routed table exists on both before the agents start
         site.sql(host, TABLE)
+    wait_until(
+        lambda: site.sh(pg, "pg_isready -q -h 127.0.0.1 && echo ready", check=False) == "ready",
+        60, 0.2, "PostgreSQL running in the PostgreSQL target's container",
+    )  # fmt: skip
+    site.psql(pg, PG_SETUP)
 
     first, first_s, _ = site.playbook(inventory(site.hosts, wheels, {}), "first")
     assert set(first) == {h.name for h in site.hosts}
@@ -293,23 +323,33 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
 
     # Only public keys travelled: the hub holds the clients' NAME.key files, nothing secret.
     authorized = site.sh(hub, "ls /etc/binlogsync/keys/authorized").split()
-    assert sorted(authorized) == ["report-db.key", "shop-db.key"]
+    assert sorted(authorized) == ["report-db.key", "shop-db.key", "warehouse.key"]
     assert site.sh(origin, "ls /etc/binlogsync/keys").split() == [
         "shop-db.key", "shop-db.key_secret", "sync-hub.key",
     ]  # fmt: skip
 
-    # A row written on the origin arrives on the target.
+    # The PostgreSQL target's config: the kind's keys, no MySQL host/port/user.
+    pg_toml = tomllib.loads(site.sh(pg, "cat /etc/binlogsync/client.toml"))["target"]
+    assert pg_toml["kind"] == "postgresql" and not {"host", "port", "user"} & set(pg_toml)
+    assert "mariadb" not in site.sh(pg, f"systemctl show -p After {pg.unit}")
+
+    # A row written on the origin arrives on both targets.
     site.sql(origin, "INSERT INTO shop.orders VALUES (1, 'deployed by ansible')")
     wait_until(
         lambda: site.sql(target, "SELECT item FROM shop.orders WHERE id = 1")
         == "deployed by ansible",
         60, 0.2, "the origin's row on the target",
     )  # fmt: skip
+    wait_until(
+        lambda: site.psql(pg, "SELECT item FROM shop.orders WHERE id = 1")
+        == "deployed by ansible",
+        60, 0.2, "the origin's row on the PostgreSQL target",
+    )  # fmt: skip
 
     def all_online() -> bool:
         hosts = site.status().get("hosts", [])
         assert isinstance(hosts, list)
-        return {h["name"] for h in hosts if h["online"]} == {origin.name, target.name}
+        return {h["name"] for h in hosts if h["online"]} == {origin.name, target.name, pg.name}
 
     wait_until(all_online, 30, 0.2, "every host online in `binlogsync status` on the hub")
 
@@ -317,12 +357,18 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
     before = {h.name: site.unit_state(h) for h in site.hosts}
     changed = {target.name: {"binlogsync_target_settings": {"group_transactions": 500}}}
     third, third_s, _ = site.playbook(inventory(site.hosts, wheels, changed), "third")
-    assert third[hub.name]["changed"] == third[origin.name]["changed"] == 0
+    assert (
+        third[hub.name]["changed"]
+        == third[origin.name]["changed"]
+        == third[pg.name]["changed"]
+        == 0
+    )
     assert third[target.name]["changed"] == 2  # the TOML and its restart handler
     assert "group_transactions = 500" in site.sh(target, "cat /etc/binlogsync/client.toml")
     after = {h.name: site.unit_state(h) for h in site.hosts}
     assert after[hub.name] == before[hub.name]
     assert after[origin.name] == before[origin.name]
+    assert after[pg.name] == before[pg.name]
     assert after[target.name][0] != before[target.name][0]
     assert after[target.name][1] != before[target.name][1]
     assert {h.name: site.sh(h, "systemctl show -p MainPID mariadb") for h in (origin, target)} == (
@@ -336,18 +382,27 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
         == "after the restart",
         60, 0.2, "a row on the target after its agent restarted",
     )  # fmt: skip
+    wait_until(
+        lambda: site.psql(pg, "SELECT count(*) FROM shop.orders") == "2",
+        60, 0.2, "both rows on the PostgreSQL target",
+    )  # fmt: skip
 
     # A mistake in a setting is refused by binlogsync's own loader before the file is replaced.
     before = after
     typo = {target.name: {"binlogsync_target_settings": {"group_transaction": 5}}}
     fourth, _, output = site.playbook(inventory(site.hosts, wheels, typo), "fourth", fails=True)
     assert fourth[target.name]["failed"] == 1
-    assert fourth[hub.name]["failed"] == fourth[origin.name]["failed"] == 0
+    assert (
+        fourth[hub.name]["failed"]
+        == fourth[origin.name]["failed"]
+        == fourth[pg.name]["failed"]
+        == 0
+    )
     assert "did you mean group_transactions?" in output
     assert "group_transactions = 500" in site.sh(target, "cat /etc/binlogsync/client.toml")
     assert {h.name: site.unit_state(h) for h in site.hosts} == before
     print(
-        f"\nansible-playbook on 3 systemd hosts: first run {first_s:.1f} s, second (no change) "
+        f"\nansible-playbook on 4 systemd hosts: first run {first_s:.1f} s, second (no change) "
         f"{second_s:.1f} s, third (one target setting) {third_s:.1f} s"
     )
     print(f"systemd-analyze security: {exposure}")

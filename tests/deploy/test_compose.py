@@ -346,6 +346,7 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     )
     assert tasks == {
         "plan": "success",
+        "caught_up[0]": "success",
         "spark_reconcile[0]": "success",
         "reconcile_result": "success",
     }

@@ -75,7 +75,7 @@ def service_site(
     port = port or free_port()
     root = tmp_path / "site"
     for target in targets:  # a fresh deployment: no checkpoint of an earlier test's site
-        if scalar(target, _HAS_CHECKPOINTS):
+        if target.scalar(_HAS_CHECKPOINTS):
             with target.connect() as conn, conn.cursor() as cur:
                 cur.execute("DELETE FROM binlogsync.checkpoint WHERE origin = 'origin'")
     extra = dict(kwargs.pop("agent_extra", {}))
@@ -121,10 +121,6 @@ def wait_service(port: int, timeout: float = 30) -> None:
             return False
 
     wait_until(up, timeout, 0.05, f"the binlog service on port {port}")
-
-
-def scalar(server: Server, sql: str, db: str | None = None) -> Any:
-    return server.scalar(sql, db=db)
 
 
 def follow(

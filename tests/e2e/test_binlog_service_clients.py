@@ -27,7 +27,7 @@ from binlogsync.hubcommands import fetch_status
 from binlogsync.position import Position
 from binlogsync_dev.localsite import LocalSite, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server
-from servicekit import PASSWORD, USER, connect, scalar, service_site, wait_service
+from servicekit import PASSWORD, USER, connect, service_site, wait_service
 
 pytestmark = pytest.mark.e2e
 
@@ -71,7 +71,7 @@ def write_every_type(origin: Server, db: str) -> None:
 def wait_served(s: LocalSite, origin: Server, timeout: float = 60) -> None:
     """Until the service has indexed every transaction the origin wrote so far."""
     config = str(s.agents["hub"].config)
-    want = scalar(origin, "SELECT @@gtid_binlog_pos")
+    want = origin.scalar("SELECT @@gtid_binlog_pos")
 
     def indexed() -> bool:
         status = fetch_status(config)
@@ -148,7 +148,7 @@ def test_python_mysql_replication_reads_every_column_type_exactly(
         s.start()
         s.wait_online()
         wait_service(port)
-        start = scalar(origin, "SELECT @@gtid_binlog_pos")
+        start = origin.scalar("SELECT @@gtid_binlog_pos")
         write_every_type(origin, dbname)
         wait_served(s, origin)
         ours = _rows(port, USER, PASSWORD, dbname, 5301, is_mariadb=True, auto_position="")
@@ -186,7 +186,7 @@ def test_retention_keeps_the_log_for_subscribers_then_purges_with_a_clear_error(
         config = str(s.agents["hub"].config)
         wait_until(
             lambda: fetch_status(config)["targets"][0]["backlog"] == 0
-            and scalar(target, f"SELECT COUNT(*) FROM `{dbname}`.t") == 60,
+            and target.scalar(f"SELECT COUNT(*) FROM `{dbname}`.t") == 60,
             60, 0.05, "the target applied everything",
         )  # fmt: skip
         # The target needs nothing more, but the hub keeps the log for the subscribers …

@@ -31,7 +31,6 @@ from servicekit import (
     connect,
     follow,
     route,
-    scalar,
     service_site,
     slave_status,
     stop_replica,
@@ -142,9 +141,9 @@ def test_native_replicas_follow_a_live_origin_through_alter_table_and_kill_9_of_
         with connect(port) as conn, conn.cursor() as cur:
             cur.execute("SELECT @@gtid_binlog_pos")
             (served,) = cur.fetchone()
-        assert scalar(by_gtid, "SELECT @@gtid_slave_pos") == served
+        assert by_gtid.scalar("SELECT @@gtid_slave_pos") == served
         columns = "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_NAME = 'items' "
-        assert scalar(by_gtid, columns + f"AND TABLE_SCHEMA = '{dbname}'") == 7  # the ALTER
+        assert by_gtid.scalar(columns + f"AND TABLE_SCHEMA = '{dbname}'") == 7  # the ALTER
         status = fetch_status(str(s.agents["hub"].config))
         subscribers = status["binlog_service"]["subscribers"]
         assert sorted(sub["server_id"] for sub in subscribers) == [41, 42], subscribers
@@ -191,7 +190,7 @@ def test_two_origins_merge_into_one_native_replica_each_in_its_own_domain(
         wait_same(second, by_gtid, other, "items", s)
         assert_clean(by_gtid)
         domains = sorted(int(g.split("-")[0]) for g in
-                         scalar(by_gtid, "SELECT @@gtid_slave_pos").split(","))  # fmt: skip
+                         by_gtid.scalar("SELECT @@gtid_slave_pos").split(","))  # fmt: skip
         assert domains == [11, 12]
 
 
@@ -230,7 +229,7 @@ def test_a_native_replica_follows_over_tls_and_one_in_the_clear_is_refused(
             lambda: "insecure transport" in slave_status(by_file)["Last_IO_Error"], 60, 0.2,
             "the replica in the clear refused",
         )  # fmt: skip
-        assert scalar(by_file, f"SELECT COUNT(*) FROM information_schema.SCHEMATA "
+        assert by_file.scalar(f"SELECT COUNT(*) FROM information_schema.SCHEMATA "
                                f"WHERE SCHEMA_NAME = '{dbname}'") == 0  # fmt: skip
 
 
@@ -250,7 +249,7 @@ def test_a_transaction_of_300000_rows_streams_from_its_parts_with_the_hub_bounde
             cur.execute(f"CREATE DATABASE `{dbname}`")
             cur.execute(f"CREATE TABLE `{dbname}`.big (id INT PRIMARY KEY, pad VARCHAR(100))")
         wait_until(
-            lambda: scalar(by_gtid, f"SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+            lambda: by_gtid.scalar(f"SELECT COUNT(*) FROM information_schema.TABLES WHERE "
                                     f"TABLE_SCHEMA = '{dbname}'") == 1,
             60, 0.05, "the table on the replica",
         )  # fmt: skip
@@ -262,6 +261,6 @@ def test_a_transaction_of_300000_rows_streams_from_its_parts_with_the_hub_bounde
         peak = s.peak_rss_mb("hub")
         print(f"\nhub peak RSS while serving 300,000 rows in one transaction: {peak:.0f} MiB")
         assert peak < 200, peak
-        assert scalar(by_gtid, f"SELECT COUNT(*) FROM `{dbname}`.big") == 300_000
+        assert by_gtid.scalar(f"SELECT COUNT(*) FROM `{dbname}`.big") == 300_000
         # one transaction: CREATE DATABASE, CREATE TABLE, the INSERT
-        assert scalar(by_gtid, "SELECT @@gtid_slave_pos") == "1-900-3"
+        assert by_gtid.scalar("SELECT @@gtid_slave_pos") == "1-900-3"

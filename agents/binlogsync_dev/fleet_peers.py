@@ -195,8 +195,10 @@ class PeerProcess:
         return sum(o.made for o in self.origins), sum(o.acked for o in self.origins)
 
     def turn(self, timeout: float, generate: bool) -> bool:
-        """One round: read what arrived, "capture" and ship; True when something arrived."""
+        """One round: read what arrived, "capture" and ship; True when a DELIVER arrived (the
+        hub's answers to our PINGs come every second and are not work still to come)."""
         ready = dict(self.poller.poll(int(timeout * 1000)))
+        received = sum(t.received for t in self.targets)
         for sock in ready:
             self._read(self.peers[sock])
         if generate:
@@ -211,7 +213,7 @@ class PeerProcess:
         for peer in self.peers.values():
             if peer.welcomed and now_mono - peer.last_sent > HEARTBEAT:
                 peer.send(frames.PING, {})
-        return bool(ready)
+        return sum(t.received for t in self.targets) != received
 
     def _capture(self, origin: Peer, now: float) -> None:
         if self.rate:

@@ -1,7 +1,7 @@
 """Reconciliation benchmark: `binlogsync reconcile` beside pt-table-checksum on the same pair.
 
     .venv/bin/python bench/reconcile_bench.py [--sizes 1000000,10000000] [--runs 3] [--dir D]
-        [--variants local,local-first,cluster] [--postgres-sizes 1000000]
+        [--variants local,local-first,cluster,warm,before] [--before DIR] [--postgres-sizes 1000000]
 
 For each size: a source and a native MariaDB replica of it (Sandbox.replicate), both holding
 the same N-row table (loaded on each side without the binlog, so the replica does not replay
@@ -26,6 +26,9 @@ row, an extra row, three changed rows of which two swap values). Then, in the sa
                           warm         sent to a `binlogsync reconcile-server` started once for
                                        the benchmark (local[*]): Spark's start-up is not paid
                                        per run; --since-last is measured this way too
+                          before       `local` with another checkout's code (--before DIR:
+                                       DIR/agents first on PYTHONPATH), to give a change's
+                                       before and after beside pt-table-checksum in one run
     PostgreSQL target   (sizes in --postgres-sizes) the replica's rows, differences included,
                         copied into a private PostgreSQL server in binlogsync's type mapping;
                         reconcile source against it (hash sha256, local[*], static pin): the
@@ -185,6 +188,7 @@ def pt_checksum(source: Server) -> tuple[float, int, int, str]:
     return seconds, diffs, rss, out
 
 
+BEFORE: Path | None = None  # the checkout the `before` variant runs (--before)
 CLUSTER: Any = None  # the SparkCluster of the `cluster` variant, started by main when asked
 SERVER: Any = None  # the `binlogsync reconcile-server` of the `warm` variant (a process)
 SERVER_SOCKET = Path()
@@ -209,8 +213,16 @@ def reconcile(
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
     elif variant == "warm":
         options.append(f"--spark-server={SERVER_SOCKET}")
+    elif variant == "before":
+        if BEFORE is None:
+            raise SystemExit("the `before` variant needs --before DIR (another checkout)")
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(BEFORE / "agents"), env.get("PYTHONPATH", "")) if p
+        )
     elif variant != "local":
-        raise SystemExit(f"unknown variant {variant!r}: local, local-first, cluster or warm")
+        raise SystemExit(
+            f"unknown variant {variant!r}: local, local-first, cluster, warm or before"
+        )
     seconds, text, code, rss = timed(
         [
             sys.executable,
@@ -540,7 +552,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--variants",
         default="local,warm,cluster",
-        help="reconcile runs, in order: local, local-first, cluster, warm (module doc)",
+        help="reconcile runs, in order: local, local-first, cluster, warm, before (module doc)",
+    )
+    p.add_argument(
+        "--before",
+        help="a checkout (its agents/ folder) the `before` variant runs, e.g. the main branch",
     )
     p.add_argument(
         "--postgres-sizes",
@@ -550,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
     info = machine()
-    global CLUSTER, SERVER, SERVER_SOCKET
+    global BEFORE, CLUSTER, SERVER, SERVER_SOCKET
+    BEFORE = Path(args.before).resolve() if args.before else None
     if "warm" in args.variants.split(","):
         SERVER_SOCKET = root / "reconcile.sock"
         SERVER = subprocess.Popen(

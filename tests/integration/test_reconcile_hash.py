@@ -1,13 +1,14 @@
 """The `crc` row hash on a real MariaDB: the value each row gets is the one its definition
-says (the session variable is set before it is read), and a chunk's sum sees two rows swap
-values where pt-table-checksum's XOR of CRC32s cannot. Every hash tells zero dates apart from
+says (the session variable is set before it is read), and a chunk's fold (BIT_XOR of the
+non-linear a·(b + 1)) sees two rows swap values where pt-table-checksum's XOR of CRC32s cannot. Every hash tells zero dates apart from
 NULL and from 1970-01-01."""
 
 from __future__ import annotations
 
 import pytest
 
-from binlogsync.reconcile.checksums import Encoding, checksum_sql, row_hashes_sql
+from binlogsync.reconcile.checksums import Encoding, bucket_sql, checksum_sql, row_hashes_sql
+from binlogsync.reconcile.chunks import Chunk, buckets
 from binlogsync.reconcile.schema import describe, pair
 from binlogsync_dev.sandbox import Server
 from reconcile_kit import ROWS, execute, make_table
@@ -26,20 +27,20 @@ def test_every_row_gets_the_hash_its_definition_says(origin: Server, dbname: str
     make_table([origin], dbname)  # every column type, NULLs included
     encoding = _encoding(origin, dbname)
     enc = encoding.row()
-    direct = f"(CRC32({enc}) * CRC32C({enc}) + CRC32({enc}) + CRC32C({enc}))"
+    direct = f"(CRC32({enc}) * (CRC32C({enc}) + 1))"
     with origin.connect(dbname) as conn, conn.cursor() as cur:
         cur.execute(f"SELECT id, {encoding.row_hash()}, {direct} FROM t ORDER BY id")
         rows = cur.fetchall()
         assert len(rows) == ROWS
         assert all(via_variable == computed for _id, via_variable, computed in rows)
         assert len({h for _id, h, _c in rows}) == ROWS  # and no two rows alike
-        # The largest value a·b + a + b can take still fits BIGINT UNSIGNED.
+        # The largest value a·(b + 1) can take still fits BIGINT UNSIGNED.
         top = "CAST(4294967295 AS UNSIGNED)"  # CRC32's and CRC32C's type: INT UNSIGNED
-        cur.execute(f"SELECT {top} * {top} + {top} + {top}")
-        assert cur.fetchone()[0] == 2**64 - 1
+        cur.execute(f"SELECT {top} * ({top} + 1)")
+        assert cur.fetchone()[0] == 2**64 - 2**32
 
 
-def test_a_swap_between_two_rows_shows_in_the_chunk_sum(origin: Server, dbname: str) -> None:
+def test_a_swap_between_two_rows_shows_in_the_chunk_checksum(origin: Server, dbname: str) -> None:
     ddl = "CREATE TABLE {t} (id INT PRIMARY KEY, v CHAR(8) NOT NULL)"
     execute(
         origin,
@@ -104,3 +105,37 @@ def test_zero_dates_compare_equal_and_a_zero_against_null_or_1970_differs(
                 hashes[table] = dict(cur.fetchall())
             same = sorted(i for i in hashes["a"] if hashes["a"][i] == hashes["b"][i])
             assert same == [1, 2], hash
+
+
+@pytest.mark.parametrize("hash", ["crc", "sha1"])
+def test_one_pass_buckets_are_the_pieces_checksummed_one_by_one(
+    origin: Server, dbname: str, hash: str
+) -> None:
+    """The one-pass narrowing of a differing chunk (tasks._bucketed): each bucket's count and
+    fold from `bucket_sql` equal the checksum of the piece `chunks.buckets` gives it, rows
+    below and above the extent used (as the other side may hold) included."""
+    make_table([origin], dbname)
+    encoding = _encoding(origin, dbname, hash=hash)
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute("SELECT MIN(id), MAX(id) FROM t")
+        low, high = (int(v) for v in cur.fetchone())
+        for chunk in (Chunk(0, "0", None, None), Chunk(0, "1", (low + 100,), (high - 50,))):
+            # An extent narrower than the rows: the first and last buckets are open-ended.
+            width, pieces = buckets(chunk, low + 200, high - 300, 7)
+            assert len(pieces) == 7
+            where, params = chunk.where(("id",))
+            last = len(pieces) - 1
+            cur.execute(
+                bucket_sql(dbname, "t", "id", encoding, where),
+                [low + 200, low + 200 + last * width, last, low + 200, width, *params],
+            )
+            per_bucket = {int(b): (int(n), total) for b, n, total in cur.fetchall()}
+            seen = 0
+            for b, piece in enumerate(pieces):
+                w, p = piece.where(("id",))
+                cur.execute(checksum_sql(dbname, "t", encoding, w), p)
+                count, total = cur.fetchone()
+                assert per_bucket.get(b, (0, 0)) == (count, total)
+                seen += count
+            cur.execute(f"SELECT COUNT(*) FROM t WHERE {where}", params)
+            assert seen == cur.fetchone()[0]

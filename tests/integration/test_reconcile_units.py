@@ -72,9 +72,19 @@ def test_encoding_flags_nulls_and_prefixes_lengths() -> None:
     )
     target = TableDef("s", "t", source.columns[:4] + (_column("d", "decimal", True),), ("id",))
     encoding = Encoding.of([pair(source, target, "t")])
+    # v, the only (so the last) length-prefixed column, needs no length: only its fields can
+    # hold a ',', and the fields after it have none.
     assert encoding.row() == (
-        "CONCAT_WS(',', `id`, LENGTH(`v`), `v`, (`f` + 0e0), (`b` + 0), `d`, "
+        "CONCAT_WS(',', `id`, `v`, (`f` + 0e0), (`b` + 0), `d`, "
         "CONCAT(`v` IS NULL, `f` IS NULL, `b` IS NULL, `d` IS NULL))"  # d: nullable on the target
+    )
+    # The portable encoding (PostgreSQL computes it too) keeps every length.
+    assert "LENGTH(`v`), `v`" in Encoding.of([pair(source, target, "t")], hash="sha256").row()
+    two = TableDef("s", "t", (*source.columns, _column("w", "blob")), ("id",))
+    assert (
+        Encoding.of([pair(two, two, "t")], hash="crc")
+        .row()
+        .startswith("CONCAT_WS(',', `id`, LENGTH(`v`), `v`, (`f` + 0e0), (`b` + 0), `d`, `w`, ")
     )
     assert encoding.floats == ("f",)
     assert Encoding.of([pair(source, target, "t")], json="value").json == ()

@@ -180,6 +180,28 @@ def plan(
     return from_cuts(table, cuts, estimate=chunk_rows)
 
 
+BUCKETS = 64  # a differing chunk's one-pass narrowing (tasks.py): per-bucket checksums
+
+
+def buckets(chunk: Chunk, low: int, high: int, n: int = BUCKETS) -> tuple[int, list[Chunk]]:
+    """`chunk` cut into at most `n` pieces of one integer width over [low, high] of its first
+    key column (the first piece from the chunk's lower bound, the last to its upper bound), as
+    `checksums.bucket_sql` numbers them: (width, pieces)."""
+    n = max(1, min(n, high - low + 1))
+    width = -(-(high - low + 1) // n)
+    n = -(-(high - low + 1) // width)
+    cuts: list[Bound | None] = [
+        chunk.lower,
+        *[(low + i * width,) for i in range(1, n)],
+        chunk.upper,
+    ]
+    prefix = f"{chunk.number}."
+    pieces = [
+        Chunk(chunk.table, f"{prefix}{i}", cuts[i], cuts[i + 1], 0) for i in range(len(cuts) - 1)
+    ]
+    return width, pieces
+
+
 def split(
     chunk: Chunk,
     key: Sequence[str],

@@ -116,12 +116,13 @@ class BinlogsyncHook(BaseHook):
         detach(self.admin_config(), origin, target, reason, self.timeout)
 
     def test_connection(self) -> tuple[bool, str]:
-        """The UI's "Test" button: the hub's status asked with this connection's keys (a
-        wrong key or address fails with what to fix)."""
+        """The UI's "Test" button: the hub's status asked with this connection's keys. A
+        failure names the connection and what is wrong with it (the hub's address, a key the
+        hub refused, a key file that cannot be read), and what to fix."""
         try:
             status = self.status()
         except Exception as exc:  # the UI shows the reason
-            return False, str(exc)
+            return False, f"connection {self.binlogsync_conn_id}: {exc}"
         online = sum(1 for h in status["hosts"] if h["online"])
         return True, (
             f"hub {status['hub']} answered: {online}/{len(status['hosts'])} hosts online, "

@@ -72,11 +72,13 @@ def _status_json(s: LocalSite, *extra: str) -> dict:  # type: ignore[type-arg]
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def _cli(*argv: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "binlogsync.cli", *argv],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+def _cli(log: Path, *argv: str) -> subprocess.Popen[bytes]:
+    """`binlogsync ARGV…` started, its output into `log` (a pipe nobody reads while Airflow
+    starts could fill and stall it)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "binlogsync.cli", *argv], stdout=out, stderr=subprocess.STDOUT
+        )
 
 
 def _get(airflow: Standalone, path: str, token: str | None) -> tuple[int, bytes]:
@@ -205,7 +207,7 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
         target.sql(f"INSERT INTO `{dbname}`.t VALUES (1000)")
         run = tmp_path / "reconcile-run"
         reconcile = _cli(
-            "reconcile", f"--source=mysql://root@127.0.0.1:{origin.port}",
+            tmp_path / "reconcile.log", "reconcile", f"--source=mysql://root@127.0.0.1:{origin.port}",
             f"--target=mysql://root@127.0.0.1:{target.port}", f"--tables={dbname}.t",
             "--pin=none", f"--out={run}",
         )  # fmt: skip
@@ -225,11 +227,13 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
             seconds = airflow.start()
             print(f"airflow standalone healthy after {seconds:.1f} s")
             s.start(target.name)
-            output, _ = reconcile.communicate(timeout=300)
+            reconcile.wait(timeout=300)
+            output = (tmp_path / "reconcile.log").read_text(errors="replace")
             assert reconcile.returncode == 1, output[-3000:]  # differences: exit 1
-            kept = _cli("reconcile-result", f"--out={run}",
+            kept = _cli(tmp_path / "result.log", "reconcile-result", f"--out={run}",
                         f"--state={state_dir / 'reconcile' / 'origin'}")  # fmt: skip
-            output, _ = kept.communicate(timeout=120)
+            kept.wait(timeout=120)
+            output = (tmp_path / "result.log").read_text(errors="replace")
             assert kept.returncode == 1 and "2 row(s) differ" in output, output[-3000:]
 
             run_id = airflow.trigger("outbox_retries")

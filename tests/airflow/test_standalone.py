@@ -118,8 +118,12 @@ def _add_connection(
     add = (By.XPATH, "//button[normalize-space()='Add Connection']")
     wait.until(ec.element_to_be_clickable(add)).click()
     dialog = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
-    dialog.find_element(By.NAME, "connection_id").send_keys(conn_id)
-    kind = dialog.find_element(By.CSS_SELECTOR, "input[role=combobox]")
+    # The dialog opens animated and its type list loads from the API: wait until usable.
+    name = (By.CSS_SELECTOR, "[role=dialog] input[name=connection_id]")
+    _type(browser, wait.until(ec.element_to_be_clickable(name)), conn_id)
+    kind = wait.until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "[role=dialog] input[role=combobox]"))
+    )
     kind.send_keys("binlogsync")
     wait.until(
         lambda d: d.find_elements(By.XPATH, "//*[@role='option'][contains(., 'binlogsync')]")

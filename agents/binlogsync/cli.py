@@ -65,7 +65,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from .hubcommands import fetch_status as fetch
     from .statusview import render
 
-    status = fetch(args.config, args.timeout)
+    status = fetch(args.config, args.timeout, history=args.history)
     print(json.dumps(status, indent=2) if args.json else render(status))
     return 0
 
@@ -348,6 +348,11 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     s = command("status", "hosts, backlogs, positions and errors, from the hub")
     s.add_argument("--config", required=True, help="the hub's, any client's or an [admin] config")
     s.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    s.add_argument(
+        "--history",
+        action="store_true",
+        help="with --json: add the last hour of lag per target and origin (one sample / 10 s)",
+    )
     s.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the hub")
     s.set_defaults(func=cmd_status)
 

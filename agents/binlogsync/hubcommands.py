@@ -59,10 +59,14 @@ def send_repair(
                 raise ApplyError(f"repair refused: {message.header['message']}")
 
 
-def fetch_status(path: HubAccess, timeout: float = 5.0, detail: bool = False) -> dict[str, Any]:
-    """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub)."""
+def fetch_status(
+    path: HubAccess, timeout: float = 5.0, detail: bool = False, history: bool = False
+) -> dict[str, Any]:
+    """The hub's status map; `detail` adds each backlog's bytes (a scan on the hub),
+    `history` the last hour of lag per target and origin (hub/history.py)."""
+    ask = {k: True for k, wanted in (("detail", detail), ("history", history)) if wanted}
     with admin_socket(path) as (sock, endpoint):
-        sock.send_multipart(frames.encode(frames.STATUS, {"detail": True} if detail else {}))
+        sock.send_multipart(frames.encode(frames.STATUS, ask))
         message = frames.decode(await_answer(sock, endpoint, timeout), MAX_MESSAGE_BYTES)
         if message.kind != frames.STATUS_REPLY:
             raise UnreachableError(f"the hub answered {message.kind.decode()}: {message.header}")

@@ -116,12 +116,14 @@ class BinlogsyncHook(BaseHook):
         detach(self.admin_config(), origin, target, reason, self.timeout)
 
     def test_connection(self) -> tuple[bool, str]:
-        """The UI's "Test" button: the hub's status asked with this connection's keys (a
-        wrong key or address fails with what to fix)."""
+        """The UI's "Test" button: the hub's status asked with this connection's keys. A
+        failure says what is wrong (the hub's address, a key the hub refused, a key file that
+        cannot be read) in the form's words, and what to fix. (Airflow tests the form under a
+        random connection id, so the message does not name the connection.)"""
         try:
             status = self.status()
         except Exception as exc:  # the UI shows the reason
-            return False, str(exc)
+            return False, _in_form_words(str(exc))
         online = sum(1 for h in status["hosts"] if h["online"])
         return True, (
             f"hub {status['hub']} answered: {online}/{len(status['hosts'])} hosts online, "
@@ -179,6 +181,17 @@ class BinlogsyncHook(BaseHook):
                 )
             )
         return tuple(out)
+
+
+def _in_form_words(message: str) -> str:
+    """An error about the [admin] config the connection became, with the connection form's
+    field names where the config's were (`security.secret_key_file` is the form's "Secret
+    key file")."""
+    from .provider import CONN_FIELDS
+
+    for key in ("secret_key_file", "hub_public_key_file"):
+        message = message.replace(f"security.{key}", f"{CONN_FIELDS[key]['label']} ({key})")
+    return message
 
 
 def _extra(extra: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,10 @@
     GET /binlogsync/api/overview   ops/overview.py's map: the hub's numbers, the same as
                                    `binlogsync status --json`, and the jobs' last results
     GET /binlogsync/api/timing.png the latest paper_timing plot
+    GET /binlogsync/api/reconcile/{job}/summary.json
+                                   the report (summary.json) of that reconcile job's last run;
+                                   `job` must be a job the state folder knows, and the file
+                                   is the one the job recorded: no other path is ever served
 
 Every endpoint needs the Airflow login: the user comes from Airflow's own token (the UI's
 cookie or a bearer token), so a request without it is answered 401, as the REST API is.
@@ -43,6 +47,14 @@ def overview_json(user: User) -> dict[str, Any]:
         data["hub_error"] = f"connection binlogsync_default: {exc}"
         return data
     return overview.build(access, state_dir())
+
+
+@app.get("/api/reconcile/{job}/summary.json")
+def reconcile_summary(job: str, user: User) -> FileResponse:
+    summary = overview.reconcile_summary(state_dir(), job)
+    if summary is None:
+        raise HTTPException(404, "no reconciliation report for this job")
+    return FileResponse(summary, media_type="application/json")
 
 
 @app.get("/api/timing.png")

@@ -274,7 +274,7 @@ class Standalone:
         def parsed() -> bool:
             try:
                 self._call("GET", f"/api/v2/dags/{dag_id}", token=token)
-            except urllib.error.HTTPError:
+            except (urllib.error.URLError, TimeoutError):  # not parsed yet, or slow to answer
                 return False
             return True
 
@@ -292,7 +292,10 @@ class Standalone:
         found: dict[str, str] = {}
 
         def finished() -> bool:
-            run = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=token)
+            try:
+                run = self._call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", token=token)
+            except (urllib.error.URLError, TimeoutError):  # slow to answer on a loaded machine
+                return False
             found["state"] = run["state"]
             return run["state"] in ("success", "failed")
 

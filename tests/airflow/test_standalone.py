@@ -1,30 +1,40 @@
-"""Once per suite, the real thing: `airflow standalone` started over a live site, a DAG
-triggered over the REST API and waited for, the binlogsync page refused without a login, and
-loaded in headless Chromium after logging in through Airflow's own form: a screenshot is
-saved under the test's output, and the numbers read from the rendered page equal
-`binlogsync status --json`."""
+"""Once per suite, the real thing: `airflow standalone` started over a live site (CURVE on, the
+hub's binlog service with a native MariaDB replica subscribed, a target agent stopped while
+Airflow starts so that the lag has a history, a reconciliation that finds two differing
+rows), a DAG triggered over the REST API and waited for, the binlogsync page refused without
+a login, and loaded in headless Chromium after logging in through Airflow's own form: the
+numbers read from the rendered page (tables, the lag chart, the subscribers, the last
+reconciliation's rows and its report) equal `binlogsync status --json --history` and the
+state files; the report endpoint serves no other file. Then, in the same Airflow, a
+`binlogsync` connection is added through the UI's connection form and its "Test" succeeds,
+and one with a wrong hub key fails naming the problem. Screenshots of the page and of the
+connection form are saved under the test's output (their paths printed)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from binlogsync_dev.airflow_site import Standalone, migrate, site_env
 from binlogsync_dev.localsite import LocalSite
-from binlogsync_dev.sandbox import Server, free_port
-from sitekit import create, site, wait_equal
+from binlogsync_dev.sandbox import Sandbox, Server, free_port
+from servicekit import follow, service_site, stop_replica, wait_service
+from sitekit import create, wait_equal
 
 pytestmark = pytest.mark.airflow
 
@@ -48,44 +58,213 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         driver.quit()
 
 
-def _status_json(s: LocalSite) -> dict:  # type: ignore[type-arg]
+@pytest.fixture(scope="module")
+def replica(sandbox: Sandbox) -> Server:
+    return sandbox.start("page_replica", 88)
+
+
+def _status_json(s: LocalSite, *extra: str) -> dict:  # type: ignore[type-arg]
     done = subprocess.run(
         [sys.executable, "-m", "binlogsync.cli", "status", "--config",
-         str(s.agents["hub"].config), "--json"],
+         str(s.agents["hub"].config), "--json", *extra],
         capture_output=True, text=True, timeout=30, check=True,
     )  # fmt: skip
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
+def _cli(log: Path, *argv: str) -> subprocess.Popen[bytes]:
+    """`binlogsync ARGV…` started, its output into `log` (a pipe nobody reads while Airflow
+    starts could fill and stall it)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "binlogsync.cli", *argv], stdout=out, stderr=subprocess.STDOUT
+        )
+
+
+def _get(airflow: Standalone, path: str, token: str | None) -> tuple[int, bytes]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    request = urllib.request.Request(airflow.url + path, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as refused:
+        with refused:
+            return refused.code, refused.read()
+
+
+def _type(browser: webdriver.Chrome, field: Any, text: str) -> None:
+    """Type `text` into a field of the form. Typed into this form, a path such as
+    `…/test_standalone_runs_a_dag…` came out as `…runsa_dag…` (seen every run here), so when
+    the keys do not give the text the value is set as React takes it (the native setter and
+    an input event); either way the field must hold `text`."""
+    field.send_keys(text)
+    if field.get_attribute("value") != text:
+        browser.execute_script(
+            "const [el, v] = arguments;"
+            "Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set.call(el, v);"
+            "el.dispatchEvent(new Event('input', {bubbles: true}));",
+            field,
+            text,
+        )
+    assert field.get_attribute("value") == text
+
+
+def _add_connection(
+    browser: webdriver.Chrome, wait: WebDriverWait, url: str, conn_id: str, port: int,
+    secret: Path, hub_key: Path, shot: Path | None = None,
+) -> None:  # fmt: skip
+    """Add a `binlogsync` connection through the UI's form, as a person would."""
+    browser.get(f"{url}/connections")
+    add = (By.XPATH, "//button[normalize-space()='Add Connection']")
+    wait.until(ec.element_to_be_clickable(add)).click()
+    dialog = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
+    # The dialog opens animated and its type list loads from the API: wait until usable.
+    name = (By.CSS_SELECTOR, "[role=dialog] input[name=connection_id]")
+    _type(browser, wait.until(ec.element_to_be_clickable(name)), conn_id)
+    kind = wait.until(
+        ec.element_to_be_clickable((By.CSS_SELECTOR, "[role=dialog] input[role=combobox]"))
+    )
+    kind.send_keys("binlogsync")
+    wait.until(
+        lambda d: d.find_elements(By.XPATH, "//*[@role='option'][contains(., 'binlogsync')]")
+    )
+    kind.send_keys(Keys.ENTER)
+    wait.until(ec.visibility_of_element_located((By.NAME, "host"))).send_keys("127.0.0.1")
+    dialog.find_element(By.NAME, "port").send_keys(str(port))
+    dialog.find_element(By.XPATH, ".//button[normalize-space()='Extra Fields']").click()
+    fields = {"element_secret_key_file": secret, "element_hub_public_key_file": hub_key}
+    for name, value in fields.items():
+        _type(browser, wait.until(ec.visibility_of_element_located((By.NAME, name))), str(value))
+    assert dialog.find_element(By.NAME, "element_name").get_attribute("value") == "airflow"
+    if shot is not None:
+        browser.save_screenshot(str(shot))
+        print(f"screenshot of the connection form: {shot}")
+    dialog.find_element(By.XPATH, ".//button[normalize-space()='Save']").click()
+    wait.until(ec.invisibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
+    row = f"//tr[td[@data-testid='table-cell-connection_id' and normalize-space()='{conn_id}']]"
+    wait.until(ec.presence_of_element_located((By.XPATH, row)))
+    cells = {
+        c.get_attribute("data-testid"): c.text
+        for c in browser.find_elements(By.XPATH, f"{row}/td[@data-testid]")
+    }
+    assert cells["table-cell-conn_type"] == "binlogsync", cells
+    assert cells["table-cell-host"] == "127.0.0.1" and cells["table-cell-port"] == str(port)
+
+
+def _press_test(browser: webdriver.Chrome, wait: WebDriverWait, conn_id: str) -> tuple[str, str]:
+    """Press the row's "Test Connection"; the type (success/error) and the text of the toast
+    that answers it."""
+    toasts = "[data-scope=toast][data-part=root]"
+    before = {t.get_attribute("id") for t in browser.find_elements(By.CSS_SELECTOR, toasts)}
+    row = f"//tr[td[@data-testid='table-cell-connection_id' and normalize-space()='{conn_id}']]"
+    button = (By.XPATH, f"{row}//button[@aria-label='Test Connection']")
+    wait.until(ec.element_to_be_clickable(button)).click()
+
+    def answered(d: webdriver.Chrome) -> Any:
+        for toast in d.find_elements(By.CSS_SELECTOR, toasts):
+            if toast.get_attribute("id") not in before and "Test Connection" in toast.text:
+                return toast
+        return False
+
+    toast = wait.until(answered)
+    return str(toast.get_attribute("data-type")), toast.text
+
+
+def _chart(browser: webdriver.Chrome) -> dict[str, Any]:
+    """The lag chart's series as drawn: samples, and how many points and dots they gave."""
+    found = browser.execute_script(
+        "return [...document.querySelectorAll('#lag-chart g[data-series]')].map(g => [\n"
+        "  g.dataset.series, g.dataset.samples, g.querySelectorAll('circle').length,\n"
+        "  g.querySelector('polyline').getAttribute('points').trim().split(/\\s+/).length,\n"
+        "  document.querySelector(`#lag-legend [data-series='${g.dataset.series}'] "
+        "[data-field=last-lag]`).textContent])"
+    )
+    return {
+        key: {"samples": json.loads(samples), "dots": dots, "points": points, "last": last}
+        for key, samples, dots, points, last in found
+    }
+
+
 def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
-    tmp_path: Path, origin: Server, target: Server, dbname: str, browser: webdriver.Chrome
+    tmp_path: Path,
+    origin: Server,
+    target: Server,
+    replica: Server,
+    dbname: str,
+    browser: webdriver.Chrome,
 ) -> None:
-    create([origin, target], dbname, "CREATE TABLE t (id INT PRIMARY KEY)")
-    with site(tmp_path, origin, [target], dbname) as s:
+    create(
+        [origin, target], dbname,
+        "CREATE TABLE t (id INT PRIMARY KEY)", "CREATE TABLE u (id INT PRIMARY KEY)",
+    )  # fmt: skip
+    s, service_port = service_site(tmp_path, origin, [target], dbname, curve=True)
+    with s:
         s.start()
         s.wait_online()
+        wait_service(service_port)
+        follow(replica, service_port)  # a subscriber of the binlog service
         with origin.connect(dbname) as conn, conn.cursor() as cur:
             cur.executemany("INSERT INTO t VALUES (%s)", [(i,) for i in range(25)])
         wait_equal(s, dbname, ["t"])
+        # The target drifts (a row lost, a row added there): the reconciliation finds both.
+        target.sql(f"DELETE FROM `{dbname}`.t WHERE id = 7")
+        target.sql(f"INSERT INTO `{dbname}`.t VALUES (1000)")
+        run = tmp_path / "reconcile-run"
+        reconcile = _cli(
+            tmp_path / "reconcile.log", "reconcile", f"--source=mysql://root@127.0.0.1:{origin.port}",
+            f"--target=mysql://root@127.0.0.1:{target.port}", f"--tables={dbname}.t",
+            "--pin=none", f"--out={run}",
+        )  # fmt: skip
+        # While Airflow starts, the target agent is away and transactions wait for it: the
+        # hub's lag history gets a rise and, once it is back, a fall.
+        # (In table u, which the reconciliation does not compare.)
+        s.stop(target.name)
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            for i in range(10):  # ten transactions
+                cur.execute("INSERT INTO u VALUES (%s)", (i,))
+                conn.commit()
         env = site_env(tmp_path / "airflow", s)
+        state_dir = Path(env["AIRFLOW__BINLOGSYNC__STATE_DIR"])
         migrate(env)
         airflow = Standalone(env, free_port())
         try:
             seconds = airflow.start()
             print(f"airflow standalone healthy after {seconds:.1f} s")
+            s.start(target.name)
+            reconcile.wait(timeout=300)
+            output = (tmp_path / "reconcile.log").read_text(errors="replace")
+            assert reconcile.returncode == 1, output[-3000:]  # differences: exit 1
+            kept = _cli(tmp_path / "result.log", "reconcile-result", f"--out={run}",
+                        f"--state={state_dir / 'reconcile' / 'origin'}")  # fmt: skip
+            kept.wait(timeout=120)
+            output = (tmp_path / "result.log").read_text(errors="replace")
+            assert kept.returncode == 1 and "2 row(s) differ" in output, output[-3000:]
 
             run_id = airflow.trigger("outbox_retries")
             assert airflow.wait_run("outbox_retries", run_id) == "success", airflow.log.read_text()[
                 -4000:
             ]
-            assert (tmp_path / "airflow" / "state" / "last-outbox.json").exists()
+            assert (state_dir / "last-outbox.json").exists()
+            wait_equal(s, dbname, [])  # the target caught up again
 
             # The page's endpoints are behind Airflow's login.
-            for path in ("/binlogsync/", "/binlogsync/api/overview"):
-                with pytest.raises(urllib.error.HTTPError) as refused:
-                    urllib.request.urlopen(airflow.url + path, timeout=10)
-                assert refused.value.code == 401
-                refused.value.close()
+            summary = "/binlogsync/api/reconcile/origin/summary.json"
+            for path in ("/binlogsync/", "/binlogsync/api/overview", summary):
+                assert _get(airflow, path, None)[0] == 401, path
+            # The report is served to a logged-in user: exactly the run's summary.json, and
+            # nothing else whatever the job's name says.
+            token = airflow.token()
+            code, body = _get(airflow, summary, token)
+            assert code == 200 and body == (run / "summary.json").read_bytes()
+            secret = s.keys / "hub.key_secret"
+            for hostile in (
+                "..%2F..%2F..%2Fkeys%2Fhub.key_secret", "..", "%2e%2e", "origin%2F..%2Forigin",
+                "%2Fetc%2Fpasswd", "origin%00", "nosuchjob", "..%2F" * 12 + "etc%2Fpasswd",
+            ):  # fmt: skip
+                code, body = _get(airflow, f"/binlogsync/api/reconcile/{hostile}/summary.json",
+                                  token)  # fmt: skip
+                assert code == 404 and secret.read_bytes() not in body, (hostile, code)
+                assert b"root:" not in body, hostile
 
             browser.get(f"{airflow.url}/auth/login")
             wait = WebDriverWait(browser, 60)
@@ -97,7 +276,13 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
             frame = wait.until(ec.presence_of_element_located((By.TAG_NAME, "iframe")))
             browser.switch_to.frame(frame)
             wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
-            status = _status_json(s)
+            # A sample with a backlog, and a later one without: the rise and the fall.
+            wait.until(lambda d: any(
+                any(x[2] for x in v["samples"]) and v["samples"][-1][2] == 0
+                for v in _chart(d).values()
+            ))  # fmt: skip
+            chart = _chart(browser)
+            status = _status_json(s, "--history")
             shown_hosts = {
                 row.get_attribute("data-host"): row.find_element(
                     By.CSS_SELECTOR, "[data-field=online]"
@@ -117,10 +302,83 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
                 )
                 applied = row.find_element(By.CSS_SELECTOR, "[data-field=applied]").text
                 assert t["applied"]["gtid"] in applied
+
+            # The chart: per target and origin the hub's samples up to the page's last one,
+            # each drawn as a point of the line and a dot, the legend's "now" its last lag.
+            history = {f"{p['origin']}>{p['target']}": p["samples"]
+                       for p in status["history"]["pairs"]}  # fmt: skip
+            assert set(chart) == set(history) == {f"origin>{target.name}"}
+            for key, drawn in chart.items():
+                upto = drawn["samples"][-1][0]
+                assert drawn["samples"] == [x for x in history[key] if x[0] <= upto]
+                assert drawn["dots"] == drawn["points"] == len(drawn["samples"]) >= 2
+                assert drawn["last"] == f"{drawn['samples'][-1][1]:.1f}"
+                assert max(x[2] for x in drawn["samples"]) >= 10, drawn  # the wait is seen
+                assert max(x[1] for x in drawn["samples"]) > 0
+            print(f"lag chart: {json.dumps(chart)}")
+
+            # The binlog service's subscribers: the replica, where `status` says it reads.
+            subscribers = status["binlog_service"]["subscribers"]
+            assert [x["server_id"] for x in subscribers] == [replica.server_id]
+            for sub in subscribers:
+                row = browser.find_element(
+                    By.CSS_SELECTOR, f"tr[data-subscriber='{sub['server_id']}']"
+                )
+                assert row.find_element(By.CSS_SELECTOR, "[data-field=position]").text == (
+                    f"{sub['file']}:{sub['position']}"
+                )
+                assert sub["mode"] in row.text and sub["address"] in row.text
+
+            # The last reconciliation: its result, its differing rows, the link to its report.
+            last = json.loads(
+                (state_dir / "reconcile" / "origin" / "last-reconcile.json").read_text()
+            )
+            job = browser.find_element(By.CSS_SELECTOR, "tr[data-job='origin']")
+            assert job.find_element(By.CSS_SELECTOR, "[data-field=result]").text == (
+                f"different: {last['differing_rows']} row(s) differ"
+            )
+            link = job.find_element(By.CSS_SELECTOR, "a[data-field=report]")
+            assert link.get_attribute("href") == f"{airflow.url}{summary}"
+            shown_rows = sorted(
+                tuple(r.find_element(By.CSS_SELECTOR, f"[data-field={f}]").text
+                      for f in ("table", "target", "kind", "key"))
+                for r in browser.find_elements(By.CSS_SELECTOR, "table[data-rows-of='origin'] tr[data-row]")
+            )  # fmt: skip
+            assert shown_rows == sorted(
+                (r["table"], r["target"], r["kind"], r["key"]) for r in last["rows"]
+            )
+            assert {r[2] for r in shown_rows} == {"missing", "extra"} and len(shown_rows) == 2
+            assert any('"id": 7' in r[3] or '"id":7' in r[3] for r in shown_rows)
             browser.switch_to.default_content()
             shot = tmp_path / "binlogsync-page.png"
             browser.save_screenshot(str(shot))
             print(f"screenshot: {shot}")
             assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+            # The connection form: a binlogsync connection added through the UI, tested.
+            keys, port = s.keys, int(s.hub_port or 0)
+            form_shot = tmp_path / "binlogsync-connection-form.png"
+            _add_connection(browser, wait, airflow.url, "bls_form", port,
+                            keys / "hub.key_secret", keys / "hub.key", form_shot)  # fmt: skip
+            assert form_shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            kind, text = _press_test(browser, wait, "bls_form")
+            online = sum(1 for h in status["hosts"] if h["online"])
+            assert kind == "success", text
+            assert "Test Connection Successful" in text
+            assert f"hub hub answered: {online}/{len(status['hosts'])} hosts online" in text
+            # The same with the origin's public key where the hub's belongs.
+            _add_connection(browser, wait, airflow.url, "bls_wrong_key", port,
+                            keys / "hub.key_secret", keys / "origin.key")  # fmt: skip
+            started = time.monotonic()
+            kind, text = _press_test(browser, wait, "bls_wrong_key")
+            print(f"wrong hub key: {text!r} after {time.monotonic() - started:.1f} s")
+            assert kind == "error" and "Test Connection Failed" in text, text
+            assert f"the hub at tcp://127.0.0.1:{port} did not answer" in text
+            assert "refused the CURVE handshake" in text
+            assert "hub_public_key_file" in text
         finally:
             airflow.stop()
+            stop_replica(replica)
+            if reconcile.poll() is None:
+                reconcile.kill()
+                reconcile.wait()

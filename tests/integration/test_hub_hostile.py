@@ -801,6 +801,9 @@ ADMIN_CASES: list[tuple[str, list[bytes]]] = [
     ("CAPTURE_SKIP extra frame", [*raw(frames.CAPTURE_SKIP, SKIP), b"x"]),
     ("STATUS header a list", raw(frames.STATUS, [])),
     ("STATUS extra frame", [*raw(frames.STATUS, {}), b"x"]),
+    ("STATUS history int", raw(frames.STATUS, {"history": 1})),
+    ("STATUS history string", raw(frames.STATUS, {"history": "yes"})),
+    ("STATUS history nested deep", raw(frames.STATUS, {"history": deep()})),
 ]
 
 

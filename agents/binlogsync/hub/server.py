@@ -11,6 +11,7 @@ unacknowledged batches. The work itself lives beside this module:
     delivery.py  cursors and DELIVER, checkpoints reported in HELLO, compaction
     repairs.py   REPAIR through the hub
     status.py    what `binlogsync status` shows
+    history.py   the last hour of lag per target and origin (the page's chart)
     log.py       the durable store (SQLite)
 
 With [binlog_service] the hub also runs the binlog service (binlogservice/) on its own
@@ -40,6 +41,7 @@ from ..transport.limits import FRAME_ROOM
 from . import status
 from .access import Access
 from .delivery import Delivery
+from .history import LagHistory
 from .hosts import Host, Hosts
 from .log import HubLog
 from .origins import Origins
@@ -62,6 +64,7 @@ class Hub(RunLoop):
         self.log = HubLog(config.data_dir)
         self.metrics = HubMetrics()
         self.started = time.time()
+        self.history = LagHistory()
         self.hosts = Hosts(self.router.hosts())
         self.access = Access(config.security.enabled)
         self.origins = Origins(config, self.log, self.hosts, self.metrics, self._send, self._kick)
@@ -290,7 +293,8 @@ class Hub(RunLoop):
             self._send(identity, frames.PONG, {})
         elif kind == frames.STATUS:
             detail = header.get("detail") is True
-            self._send(identity, frames.STATUS_REPLY, {"status": self.status(detail)})
+            history = header.get("history") is True
+            self._send(identity, frames.STATUS_REPLY, {"status": self.status(detail, history)})
         elif kind == frames.REPAIR:
             cursor = self.delivery.repairs.request(identity, message)
             touched.add((cursor.target, cursor.origin))
@@ -421,10 +425,12 @@ class Hub(RunLoop):
         for (target, origin), cursor in self.delivery.cursors.items():
             count, oldest = self.log.backlog(origin, cursor.applied_key)
             self.metrics.backlog.labels(target, origin).set(count)
-            self.metrics.lag.labels(target, origin).set(max(0.0, now - oldest) if oldest else 0)
+            lag = max(0.0, now - oldest) if oldest else 0.0
+            self.metrics.lag.labels(target, origin).set(lag)
+            self.history.record(now, target, origin, lag, count)
             self.metrics.blocked.labels(target, origin).set(1 if cursor.blocked else 0)
 
-    def status(self, detail: bool = False) -> dict[str, Any]:
+    def status(self, detail: bool = False, history: bool = False) -> dict[str, Any]:
         result = status.build(
             self.config.name,
             self.started,
@@ -436,4 +442,6 @@ class Hub(RunLoop):
         )
         if self.service is not None:
             result["binlog_service"] = self.service.status()
+        if history:
+            result["history"] = self.history.to_json(result["time"])
         return result

@@ -1,7 +1,9 @@
 """What the Airflow page shows, as one map: the hub's status (hosts, per target and origin
-the applied position, backlog, lag and last error — the numbers of `status --json`) beside
-what the lifecycle jobs kept in the state folder (state.py): the last reconciliation, the
-last retention run, the latest timing run.
+the applied position, backlog, lag and last error, the binlog service's subscribers — the
+numbers of `status --json`; the last hour of lag per target and origin — `status --json
+--history`, hub/history.py) beside what the lifecycle jobs kept in the state folder
+(state.py): the last reconciliation with its differing rows, the last retention run, the
+latest timing run.
 
 Built without Airflow, so it is tested and used the same from the CLI and the plugin. A hub
 that does not answer is part of the picture (`hub_error`), not an exception: the page still
@@ -27,7 +29,7 @@ def _position(value: Any) -> str | None:
 def build(access: HubAccess, state_dir: Path, timeout: float = 5.0) -> dict[str, Any]:
     out = build_offline(state_dir)
     try:
-        status = fetch_status(access, timeout)
+        status = fetch_status(access, timeout, history=True)
     except BinlogsyncError as exc:
         out["hub_error"] = str(exc)
     else:
@@ -44,6 +46,7 @@ def build_offline(state_dir: Path) -> dict[str, Any]:
         "pairs": [],
         "subscribers": [],
         "binlog_service": None,
+        "history": None,
         "reconcile": last_reconciles(state_dir),
         "retention": state.read(state_dir / state.RETENTION),
         "timing": latest_timing(state_dir),
@@ -92,6 +95,7 @@ def from_status(status: dict[str, Any]) -> dict[str, Any]:
         if service
         else None
     )
+    history = status.get("history")
     return {
         "hub": status.get("hub"),
         "time": status.get("time"),
@@ -99,13 +103,46 @@ def from_status(status: dict[str, Any]) -> dict[str, Any]:
         "pairs": pairs,
         "subscribers": subscribers,
         "binlog_service": summary,
+        "history": (
+            {
+                "interval": history["interval"],
+                "window": history["window"],
+                # [time, lag seconds, backlog] per sample, oldest first
+                "pairs": [
+                    {"target": p["target"], "origin": p["origin"], "samples": p["samples"]}
+                    for p in history["pairs"]
+                ],
+            }
+            if history
+            else None
+        ),
     }
 
 
+def _last_reconcile_files(state_dir: Path) -> dict[str, Path]:
+    """Each job's last-reconcile.json, by job name (its folder's name)."""
+    found = sorted((state_dir / state.RECONCILE_DIR).glob("*/last-reconcile.json"))
+    return {path.parent.name: path for path in found}
+
+
+def reconcile_summary(state_dir: Path, job: str) -> Path | None:
+    """The summary.json of `job`'s last reconciliation, or None. `job` is only looked up among
+    the jobs found in the state folder, never joined into a path: a name such as `../x` finds
+    nothing. The summary is the one in the run's output folder that the job itself recorded
+    (`out` of its last-reconcile.json)."""
+    path = _last_reconcile_files(state_dir).get(job)
+    data = state.read(path) if path is not None else None
+    if not isinstance(data, dict) or not isinstance(data.get("out"), str) or not data["out"]:
+        return None
+    summary = Path(data["out"]) / "summary.json"
+    return summary if summary.is_file() else None
+
+
 def last_reconciles(state_dir: Path) -> list[dict[str, Any]]:
-    """The last reconciliation of every job, newest first."""
+    """The last reconciliation of every job, newest first, with its differing rows (the
+    first ones the job read) and whether its report can be served."""
     found = []
-    for path in sorted((state_dir / state.RECONCILE_DIR).glob("*/last-reconcile.json")):
+    for job, path in _last_reconcile_files(state_dir).items():
         data = state.read(path)
         if not isinstance(data, dict):
             continue
@@ -117,15 +154,23 @@ def last_reconciles(state_dir: Path) -> list[dict[str, Any]]:
                 if (t.get("source_positions") or {}).get("last")
             }
         )
+        rows = [
+            {k: r.get(k) for k in ("table", "target", "kind", "key", "columns")}
+            for r in data.get("rows") or ()
+            if isinstance(r, dict)
+        ]
         found.append(
             {
-                "job": path.parent.name,
+                "job": job,
                 "state": data.get("state"),
                 "differing_rows": data.get("differing_rows", 0),
                 "started_at": data.get("started_at"),
                 "tables": len(data.get("tables", ())),
                 "pins": pins,
                 "out": data.get("out"),
+                "rows": rows,
+                "rows_total": data.get("rows_total", len(rows)),
+                "report": reconcile_summary(state_dir, job) is not None,
             }
         )
     return sorted(found, key=lambda r: str(r["started_at"]), reverse=True)

@@ -79,7 +79,7 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
 OPTIONAL: dict[bytes, dict[str, str]] = {
     HELLO: {"halted": _MAP, "current": _OPTPOS},
     WELCOME: {"max_message_bytes": _INT},
-    STATUS: {"detail": _BOOL},
+    STATUS: {"detail": _BOOL, "history": _BOOL},
     DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM, "seed": _BOOL, "reset": _BOOL},
     REPAIR: {"seed": _MAP},
     FAILED: {"seq": _INT, "repair": _BOOL, "resend": _BOOL},

@@ -101,6 +101,45 @@ def test_a_part_that_does_not_continue_is_refused_and_part_1_starts_over(
     assert _rows(table, dbname) == 20
 
 
+def _ids(conn: pymysql.Connection, db: str) -> list[int]:
+    conn.commit()  # a fresh snapshot
+    with conn.cursor() as cur:
+        cur.execute(f"SELECT id FROM `{db}`.t ORDER BY id")
+        return [int(r[0]) for r in cur.fetchall()]
+
+
+def test_the_same_hub_sending_the_open_transaction_again_continues_it(
+    target: Server, table: pymysql.Connection, dbname: str
+) -> None:
+    # After a reconnect the hub rewinds to the committed checkpoint and sends part 1 again.
+    # The parts applied already are dropped as they come (the re-sent ones here carry other
+    # ids, to show that they are not applied), the rest continues the open transaction.
+    with Applier(DatabaseSettings(port=target.port), f"o-{dbname}", epoch="hub-1") as applier:
+        applier.apply_part(_part(dbname, 1, range(0, 10)), END)
+        applier.apply_part(_part(dbname, 2, range(10, 20)), END)
+        session = applier.connection_id
+        assert applier.apply_part(_part(dbname, 1, range(100, 110)), END) is None
+        with pytest.raises(StaleStream):  # while sent again, the parts still come in order
+            applier.apply_part(_part(dbname, 3, range(20, 30)), END)
+        assert applier.apply_part(_part(dbname, 2, range(110, 120)), END) is None
+        applier.apply_part(_part(dbname, 3, range(20, 30)), END)
+        assert applier.apply_part(_part(dbname, 4, range(30, 40), last=True), END) == END
+        assert applier.connection_id == session
+    assert _ids(table, dbname) == list(range(40))
+
+
+def test_another_hub_sending_the_open_transaction_again_starts_it_over(
+    target: Server, table: pymysql.Connection, dbname: str
+) -> None:
+    with Applier(DatabaseSettings(port=target.port), f"o-{dbname}", epoch="hub-1") as applier:
+        applier.apply_part(_part(dbname, 1, range(0, 10)), END)
+        applier.apply_part(_part(dbname, 2, range(10, 20)), END)
+        applier.epoch = "hub-2"  # a new hub (lost log): its parts may be cut elsewhere
+        applier.apply_part(_part(dbname, 1, range(100, 110)), END)
+        assert applier.apply_part(_part(dbname, 2, range(110, 120), last=True), END) == END
+    assert _ids(table, dbname) == list(range(100, 120))
+
+
 def test_parts_of_a_transaction_already_applied_are_skipped(
     applier: Applier, table: pymysql.Connection, dbname: str
 ) -> None:

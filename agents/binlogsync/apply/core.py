@@ -85,10 +85,14 @@ class _ReducedFailed(Exception):
 
 
 class _Stream:
-    """A transaction arriving in parts: which one, which part comes next."""
+    """A transaction arriving in parts: which one, which part comes next; `epoch`: the hub
+    whose log the parts come from; `again`: while the hub sends the parts from the first one
+    again, the number of the next one it sends (None otherwise)."""
 
-    def __init__(self, end: Position, session: Session | None) -> None:
+    def __init__(self, end: Position, session: Session | None, epoch: str | None = None) -> None:
         self.end, self.next, self.session = end, 1, session  # session None: applied before
+        self.epoch = epoch
+        self.again: int | None = None
 
 
 class Target:
@@ -208,11 +212,24 @@ class Target:
         that the parts are to be skipped); each later part must continue it, else StaleStream.
         Returns the new checkpoint after the last part, None before. On any error the target
         transaction is rolled back and the error names `end`; the parts must then be sent again
-        from part 1.
+        from part 1. Part 1 of the open transaction sent again by the same hub continues it
+        instead (`_resent`).
         """
-        if part.number == 1:
-            self.abort_stream()
         stream = self._stream
+        if part.number == 1 and self._resent(stream, end):
+            assert stream is not None
+            stream.again = 1
+        elif part.number == 1:
+            self.abort_stream()
+            stream = None
+        if stream is not None and stream.again is not None:
+            if part.number != stream.again:
+                raise StaleStream(f"part {part.number} of {end} does not continue the stream")
+            if part.number < stream.next:
+                # Applied already in the open target transaction (see _resent).
+                stream.again += 1
+                return None
+            stream.again = None
         if part.number != 1 and (stream is None or stream.end != end or stream.next != part.number):
             raise StaleStream(f"part {part.number} of {end} does not continue the stream")
         if not self.engine.streams:
@@ -281,6 +298,25 @@ class Target:
         log.warning("origin %s: transaction %s skipped on purpose: %s", self.origin, position,
                     reason)  # fmt: skip
         return position
+
+    def _resent(self, stream: _Stream | None, end: Position) -> bool:
+        """Is part 1 of `end` the hub sending again, from the first part, the very transaction
+        that is open here? It does after the link went down and came back (the target's HELLO
+        reports its committed checkpoint, and the hub rewinds its cursor there). The parts of
+        one transaction in one hub's log (the same epoch) are the same each time they are
+        sent, so the parts applied already in the open target transaction are dropped as they
+        come again, and the rest continues it: rolling back and applying again a transaction
+        of a million rows costs minutes, and on a busy machine the link may drop again
+        meanwhile. A part that failed, a re-send the target asked for, or another hub
+        (epoch) still start again from nothing."""
+        return (
+            stream is not None
+            and stream.session is not None
+            and stream.end == end
+            and stream.next > 1
+            and stream.epoch == self.epoch
+            and self.epoch is not None
+        )
 
     def abort_stream(self) -> None:
         """Drop a transaction arriving in parts (its parts will be sent again)."""
@@ -476,7 +512,7 @@ class Target:
                 session.abort()
                 return _Stream(end, None)
             session.set_checkpoint(end, 1, self.epoch)
-            return _Stream(end, session)
+            return _Stream(end, session, self.epoch)
         except BaseException:
             session.abort()
             raise

@@ -9,7 +9,8 @@ MariaDB or MySQL target, and nothing the core decides.
     binlogsync   the checkpoint and skipped tables (checkpoint.py), made on first use
     catalog      the target's tables, keys and columns (targettables.py), read once and
                  again after any error; the origin's DDL noted for messages
-    writes       merged, parameterized statements (statements.py) run one at a time on
+    writes       merged, parameterized statements (statements.py; a change of many rows
+                 written column by column, already bound: literals.py) run one at a time on
                  a worker thread while the next is built (pipeline.py); a statement
                  spanning several origin transactions that fails on its data is `Ambiguous`
     schema       the origin's DDL followed as statements built here (schemachange.py)
@@ -28,6 +29,7 @@ from functools import partial
 from typing import Any
 
 import pymysql
+from pymysql.constants import SERVER_STATUS
 
 from ... import mysql
 from ...config import DatabaseSettings
@@ -307,7 +309,11 @@ class MariaDBSession:
         self.cursor = cursor
         self.base = base
         self.pipeline = Pipeline(cursor, engine._worker(), engine.execute)
-        self.builder = StatementBuilder(engine.max_rows, engine._packet_bytes)
+        # Values written as literals in bulk need the backslash escapes (as `bind` does).
+        escapes = (
+            not cursor.connection.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES
+        )
+        self.builder = StatementBuilder(engine.max_rows, engine._packet_bytes, bulk=escapes)
         engine.tables.before_query = self.pipeline.wait  # one statement at a time
         self._open = True
 

@@ -29,22 +29,24 @@ alone).
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from operator import itemgetter, ne
 from typing import Any, Literal
 
 from ...errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
-from ...model import Change, Row, time_text
+from ...model import Change, Row
 from ...mysql import ident, qualified
 from ...position import Position
-from ...zerodate import ZeroDate
+from . import literals
+from .literals import _PASS, NotBulk, convert
 
 DEFAULT_MAX_ROWS = 2000
 DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+# A change of at least this many rows has its statements written column by column, already
+# bound (literals.py), when the builder's `bulk` is on.
+BULK_ROWS = 256
 
 StatementKind = Literal["upsert", "delete", "truncate"]
 
@@ -60,47 +62,8 @@ def is_generated(extra: str) -> bool:
 
 # -- values ------------------------------------------------------------------------------------
 
-_PASS = frozenset({int, str, float, Decimal, bytes, type(None)})
 # Size in the SQL text beyond which a value of these types never goes.
 _FIXED_SIZE = {int: 21, float: 26, type(None): 4}
-
-
-def convert(value: Any) -> Any:
-    """A column value as a driver parameter.
-
-    Decimal, bytes, str, int, float and None pass unchanged. datetime and date become their
-    ISO text ('YYYY-MM-DD HH:MM:SS.ffffff'), the very literal the driver would write for them,
-    at a quarter of its cost; TIMESTAMPs arrive as naive UTC and the session time zone is
-    +00:00, and an aware datetime is converted to UTC first. timedelta (TIME) becomes
-    '[-]HH:MM:SS.ffffff'; a SET becomes its sorted members joined by ','; BIT arrives as int;
-    bool becomes 0/1; a JSON document decoded to dict/list is dumped back to JSON text. A zero,
-    partial or invalid date (zerodate.py) becomes the server's text ('0000-00-00 00:00:00'),
-    which the apply session's sql_mode lets in (applier.py).
-    """
-    kind = type(value)
-    if kind in _PASS:
-        return value
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is not None:
-            value = value.astimezone(dt.UTC).replace(tzinfo=None)
-        return value.isoformat(" ")
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if kind is ZeroDate:
-        return value.text
-    if kind is bool:
-        return int(value)
-    if isinstance(value, dt.timedelta):
-        return time_text(value)
-    if isinstance(value, set | frozenset):
-        return ",".join(sorted(value))
-    if isinstance(value, bytearray | memoryview):
-        return bytes(value)
-    if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    if isinstance(value, int | str | float | Decimal | bytes):  # subclasses (IntEnum, …)
-        return value
-    raise ApplyError(f"cannot apply a value of type {kind.__name__}: {value!r:.80}")
 
 
 def convert_row(row: Row, indices: Sequence[int]) -> tuple[list[Any], int]:
@@ -291,13 +254,26 @@ class StatementBuilder:
 
     `add()` returns the statements that became complete; `flush()` returns the rest. Run them
     in the order returned.
+
+    With `bulk` on (a session whose server takes backslash escapes), a change of `BULK_ROWS`
+    rows or more (an insert, an update that changes no key, a delete) becomes statements of
+    its own whose values are already written as literals, column by column (literals.py):
+    their `params` are None and their `sql` is final (no `%` left to format). The text is the
+    one binding the parameters would give; the statements split at `max_rows` and
+    `max_bytes` as the others do.
     """
 
-    def __init__(self, max_rows: int = DEFAULT_MAX_ROWS, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(
+        self,
+        max_rows: int = DEFAULT_MAX_ROWS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        bulk: bool = False,
+    ):
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
         self.max_rows = max_rows
         self.max_bytes = max_bytes
+        self.bulk = bulk
         self._group: _Group | None = None
         self._done: list[Statement] = []
         # When set, every statement starts there (it carries a reduced group: reduce.py).
@@ -307,6 +283,9 @@ class StatementBuilder:
         self, change: Change, layout: Layout, position: Position | None = None
     ) -> list[Statement]:
         kind = change.kind
+        if self.bulk and change.row_count >= BULK_ROWS and self._bulk(change, layout, position):
+            done, self._done = self._done, []
+            return done
         if kind == "insert":
             for row in change.after:
                 self._upsert(layout, row, position)
@@ -340,6 +319,82 @@ class StatementBuilder:
         return done
 
     # -- internals ---------------------------------------------------------------------------
+    def _bulk(self, change: Change, layout: Layout, position: Position | None) -> bool:
+        """`change` as already-bound statements (see the class); False when it must be built
+        row by row (a key-changing update, a value only the driver escapes, too few rows).
+
+        The statements end where the row-by-row way would end them (as long as `max_bytes`
+        does not decide): the first rows fill up a statement of the same kind left open
+        before, and the last rows, short of `max_rows`, stay open for what follows."""
+        kind = change.kind
+        statement_kind: StatementKind
+        if kind == "delete":
+            statement_kind, image, indices = "delete", change.before, layout.key
+            raw_prefix, raw_suffix = layout.delete_prefix, ")"
+            row = self._delete
+        elif kind == "insert" or kind == "update":
+            if kind == "update":
+                get = itemgetter(*layout.key)
+                if any(map(ne, map(get, change.before), map(get, change.after))):
+                    return False
+            statement_kind, image, indices = "upsert", change.after, layout.write
+            raw_prefix, raw_suffix = layout.upsert_prefix, layout.upsert_suffix
+            row = self._upsert
+        else:
+            return False
+        count, step = len(image), self.max_rows
+        group = self._group
+        head = 0
+        if (
+            group is not None
+            and group.rows
+            and group.kind == statement_kind
+            and group.prefix == raw_prefix
+            and group.rows < step
+        ):
+            head = min(count, step - group.rows)
+        tail = head + (count - head) // step * step
+        if tail == head:
+            return False
+        try:
+            texts = literals.rows(image[head:tail], indices)
+        except NotBulk:
+            return False
+        for values in image[:head]:
+            row(layout, values, position)
+        self._close()
+        first = position if self.span_from is None else self.span_from
+        prefix, suffix = raw_prefix % (), raw_suffix % ()
+        if statement_kind == "delete" and len(layout.key) == 1:
+            opener, joiner, closer = "", ",", ""
+        else:
+            opener, joiner, closer = "(", "),(", ")"
+        start, bulk = 0, len(texts)
+        while start < bulk:
+            end = min(bulk, start + step)
+            while True:
+                sql = prefix + opener + joiner.join(texts[start:end]) + closer + suffix
+                size = len(sql) if sql.isascii() else 4 * len(sql)
+                if size <= self.max_bytes or end - start == 1:
+                    break
+                end = start + (end - start) // 2
+            self._done.append(
+                Statement(
+                    statement_kind,
+                    layout.schema,
+                    layout.table,
+                    sql,
+                    None,
+                    end - start,
+                    first,
+                    position,
+                )
+            )
+            start = end
+        for values in image[tail:]:
+            row(layout, values, position)
+        return True
+
     def _truncate(self, schema: str, table: str, position: Position | None) -> None:
         self._close()
         self._done.append(

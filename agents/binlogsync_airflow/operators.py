@@ -5,6 +5,7 @@ message that names it, so Airflow's own alerting (e-mail, callbacks) carries it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -24,7 +25,7 @@ from binlogsync.ops.retention import RetentionOptions, binlog_retention
 from binlogsync.reconcile import options as options_module
 from binlogsync.reconcile import shipping, sparkapp
 
-from .hooks import BinlogsyncHook, state_dir
+from .hooks import COMPARED_CONN_TYPES, BinlogsyncHook, state_dir
 
 RECONCILE_JOB = Path(__file__).resolve().parent / "spark_jobs" / "reconcile_job.py"
 
@@ -179,7 +180,8 @@ class OutboxOperator(BaseOperator):
 class ReconcilePlanOperator(BaseOperator):
     """Which reconciliations cover the site (ops/site.py): one per origin (per group of its
     targets with the same routes), each with the routed tables found on the origin that match
-    `tables`. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
+    `tables`. Targets whose connection is no database (type `redis`, say) are left out, and
+    said so. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
     sensors.wait_for_job) are mapped over."""
 
     template_fields: Sequence[str] = ("origins", "tables", "out_root")
@@ -206,6 +208,17 @@ class ReconcilePlanOperator(BaseOperator):
         run = _safe(str(context["run_id"]))
         planned = []
         for job in jobs:
+            skipped = [t for t in job.targets if not hook.compared(t)]
+            if skipped:
+                self.log.info(
+                    "%s -> %s: not compared (their connections are no database reconcile "
+                    "reads: %s)", job.origin, skipped, ", ".join(COMPARED_CONN_TYPES),
+                )  # fmt: skip
+                job = dataclasses.replace(
+                    job, targets=tuple(t for t in job.targets if t not in skipped)
+                )
+                if not job.targets:
+                    continue
             tables = site.routed_tables(
                 hook.database(job.origin), job.patterns, _names(self.tables)
             )

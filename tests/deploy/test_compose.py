@@ -1,17 +1,25 @@
 """The docker compose site, for real, in a private Docker engine: the top-level
-docker-compose.yaml built from deploy/compose/ on a local Debian base image (BASE_IMAGE), with
-the wheelhouse make-wheels makes and the secrets make-secrets makes; `up -d` until every
+docker-compose.yaml built with deploy/compose/Dockerfile on a local Debian base image
+(BASE_IMAGE), its wheelhouse made in the builder stage by the image's own Python (offline here,
+PIP_OFFLINE=1, from the wheel cache make-wheels fills: builds have no network on this machine),
+with the secrets make-secrets makes; `up -d` until every
 service is healthy; no password is in any container's configuration; rows written on the
-origin arrive on both targets; Airflow's REST API (published on 127.0.0.1 only) shows the
-binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the reconcile DAG
-to success: spark-submit in the Airflow container (client deploy mode) against the compose
-Spark standalone cluster, whose master lists the application as finished;
+origin arrive on every target kind: both MariaDB targets, the PostgreSQL target (row for
+row) and the Redis target (a hash per row); Airflow's REST API (published on 127.0.0.1 only)
+shows the binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the
+reconcile DAG to success: it waits for the targets (TargetCaughtUpSensor, deferred), then
+spark-submit in the Airflow container (client deploy mode) against the compose Spark
+standalone cluster, whose master lists the application as finished, compares the MariaDB and
+PostgreSQL targets and leaves the Redis target out;
 the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
-it is down: after it is started again, both targets equal the origin row for row; `down -v`
-leaves no container and no volume. Timings are printed.
+it is down: after it is started again, every database target equals the origin row for row;
+Prometheus scrapes the hub and every agent, and once the Redis target's agent is stopped its
+API shows BinlogsyncHostOffline firing for that host; `down -v` leaves no container and no
+volume. Timings are printed.
 
-The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml and
-constraints.txt; binlogsync's own wheel is built from this checkout on every run.
+The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml,
+constraints.txt and make-wheels; binlogsync's own wheel is built from this checkout by the
+builder stage on every run.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,20 +51,24 @@ BASE_IMAGE = "local/bls-compose-base:bookworm"
 # Everything any image needs, so the Dockerfiles install nothing (builds have no network here)
 PACKAGES = [
     "python3", "python3-venv", "mariadb-server", "mariadb-client",
-    "openjdk-17-jre-headless", "procps", "ca-certificates",
+    "openjdk-17-jre-headless", "procps", "ca-certificates", "postgresql", "redis-server",
+    "prometheus", "python3-psycopg",
 ]  # fmt: skip
 SERVICES = {
     "origin", "target1", "target2", "hub", "origin-agent", "target1-agent", "target2-agent",
-    "workload", "airflow", "spark-master", "spark-worker",
+    "workload", "airflow", "spark-master", "spark-worker", "warehouse", "warehouse-agent",
+    "cache", "cache-agent", "prometheus",
 }  # fmt: skip
 TABLES = ("customers", "orders")
 
 
 def prepare_wheels() -> None:
-    """deploy/compose/wheels as make-wheels leaves it: the dependencies from the cache (made
-    by make-wheels itself the first time), binlogsync's wheel fresh from this checkout."""
+    """deploy/compose/wheel-cache as make-wheels leaves it (made by make-wheels itself the first
+    time, then cached): the offline builder's only source of dependencies."""
     key = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+        (ROOT / "pyproject.toml").read_bytes()
+        + (ROOT / "constraints.txt").read_bytes()
+        + (COMPOSE_DIR / "make-wheels").read_bytes()
     ).hexdigest()[:12]
     cached = CACHE / "wheels" / key
     if not cached.exists():
@@ -66,17 +79,14 @@ def prepare_wheels() -> None:
             timeout=1800,
         )
         partial.replace(cached)
-    dest = COMPOSE_DIR / "wheels"
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir()
-    for wheel in cached.iterdir():
-        if wheel.name.startswith("binlogsync-"):
-            continue
+    dest = COMPOSE_DIR / "wheel-cache"
+    for old in dest.glob("*.whl"):
+        old.unlink()
+    for wheel in cached.glob("*.whl"):
         try:
             os.link(wheel, dest / wheel.name)
         except OSError:
             shutil.copy2(wheel, dest / wheel.name)
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(ROOT)])
 
 
 def run(
@@ -100,12 +110,15 @@ class Site:
         self.engine = engine
         self.airflow_port = free_port()
         self.spark_ui_port = free_port()
+        self.prometheus_port = free_port()
         self.env = {
             **engine.env,
             "BASE_IMAGE": BASE_IMAGE,
+            "PIP_OFFLINE": "1",  # builds have no network here: the builder uses the cache
             "BINLOGSYNC_SECRETS": str(secrets),
             "AIRFLOW_PORT": str(self.airflow_port),
             "SPARK_UI_PORT": str(self.spark_ui_port),
+            "PROMETHEUS_PORT": str(self.prometheus_port),
             # only the run the test triggers: unpausing reconcile would also queue its
             # @daily run first (max_active_runs=1), doubling the wait
             "AIRFLOW_USE_JOB_SCHEDULE": "False",
@@ -165,6 +178,38 @@ class Site:
             "exec", self.container(service), "mariadb", "-N", "-B", "shop", "-e", query
         )
         return out.splitlines()
+
+    def pg_rows(self, where: str) -> list[str]:
+        """shop.orders rows matching `where` on the PostgreSQL target, tab-separated as
+        MariaDB prints them (amounts with two decimals, times with six)."""
+        query = (
+            "SELECT id, customer_id, amount, note, "
+            "to_char(created_at, 'YYYY-MM-DD HH24:MI:SS.US') FROM shop.orders "
+            f"WHERE {where} ORDER BY id"
+        )
+        out = self.docker(
+            "exec", "-u", "postgres", self.container("warehouse"),
+            "psql", "-X", "-q", "-At", "-F", "\t", "-d", "postgres", "-c", query,
+        )  # fmt: skip
+        return out.splitlines()
+
+    def redis(self, *args: str) -> str:
+        """redis-cli in the Redis target's container, its password from the secret file."""
+        command = "REDISCLI_AUTH=$(cat /run/secrets/db_binlogsync_password) redis-cli --raw"
+        out = self.docker(
+            "exec", self.container("cache"), "sh", "-c",
+            " ".join([command, *(_sh_quote(a) for a in args)]),
+        )  # fmt: skip
+        return out.strip()
+
+    def redis_notes(self, note: str) -> list[str]:
+        """The keys of shop.orders rows whose note is `note` on the Redis target, sorted."""
+        script = (
+            "local out = {} for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+            "if redis.call('HGET', k, 'note') == ARGV[2] then out[#out + 1] = k end end "
+            "return out"
+        )
+        return sorted(self.redis("EVAL", script, "0", "shop:orders:*", note).split())
 
     def rows(self, service: str, where: str | None = None) -> dict[str, list[str]]:
         """Every row of shop.customers and shop.orders, or the orders matching `where`."""
@@ -246,6 +291,17 @@ class AirflowApi:
         }
 
 
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def firing(port: int) -> list[dict[str, Any]]:
+    """Prometheus' firing alerts (its HTTP API)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=10) as r:
+        alerts = json.loads(r.read())["data"]["alerts"]
+    return [a for a in alerts if a["state"] == "firing"]
+
+
 def seconds_between(run: dict[str, Any]) -> float:
     """A DAG run's duration from its start and end dates (ISO 8601, from the REST API)."""
     import datetime as dt
@@ -288,11 +344,17 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
 
     t = time.monotonic()
     prepare_wheels()
-    timed("wheelhouse", t)
+    timed("wheel cache", t)
 
     t = time.monotonic()
     site.compose("config", "-q")
     site.compose("build", "--parallel", timeout=1800)
+    # the wheelhouse came from the builder stage, made by the base image's Python (3.11)
+    provenance = site.docker(
+        "run", "--rm", "--network", "none", "binlogsync/agent:local",
+        "cat", "/opt/binlogsync/WHEELHOUSE",
+    )  # fmt: skip
+    assert "made in the builder stage by Python 3.11" in provenance, provenance
     timed("compose build", t)
 
     t = time.monotonic()
@@ -306,6 +368,17 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     site.compose("up", "-d")
     site.wait_healthy(300)
     timed("up until healthy", t)
+
+    # The Redis target knows a table only from its definition, which a seed brings (the
+    # site's tables were made before capture began): seed them, as docs/deploy.md says.
+    t = time.monotonic()
+    seed = (
+        "BINLOGSYNC_SOURCE_PASSWORD=$(cat /run/secrets/db_binlogsync_password) "
+        "binlogsync seed --config /etc/binlogsync/admin.toml --source mysql://binlogsync@origin:3306 "
+        "--origin origin --target cache --tables 'shop.*' --quiet"
+    )
+    site.docker("exec", site.container("airflow"), "sh", "-c", seed)
+    timed("seed of the Redis target", t)
 
     # No secret in any container's configuration: the passwords are files under /run/secrets.
     for service in ("origin", "origin-agent", "airflow", "workload"):
@@ -324,7 +397,18 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     site.sql("origin", "DELETE FROM shop.orders WHERE note = 'test-1' AND id % 10 = 0")
     rows = site.wait_targets_equal(60, "note = 'test-1'")
     assert len(rows["orders"]) == 90
-    timed("rows on both targets", t)
+    # ... and on the PostgreSQL target, row for row, and on the Redis target, a hash per row.
+    wait_until(
+        lambda: site.pg_rows("note = 'test-1'") == rows["orders"], 60, 0.5,
+        "the PostgreSQL target equal to the origin",
+    )  # fmt: skip
+    ids = sorted(f"shop:orders:{r.split(chr(9))[0]}" for r in rows["orders"])
+    wait_until(lambda: site.redis_notes("test-1") == ids, 60, 0.5, "the Redis target's rows")
+    first = rows["orders"][0].split("\t")
+    fields = site.redis("HGETALL", f"shop:orders:{first[0]}").splitlines()
+    stored = dict(zip(fields[::2], fields[1::2], strict=True))
+    assert stored["note"] == "test-1" and stored["customer_id"] == first[1], stored
+    timed("rows on every target kind", t)
 
     # The reconcile DAG through Airflow's REST API: spark-submit to the Spark cluster.
     t = time.monotonic()
@@ -336,7 +420,7 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     )  # fmt: skip
     overview = api.call("GET", "/binlogsync/api/overview")  # the plugin's page, via the hub
     assert {h["name"]: h["online"] for h in overview["hosts"]} == {
-        "origin": True, "target1": True, "target2": True,
+        "origin": True, "target1": True, "target2": True, "warehouse": True, "cache": True,
     }, overview  # fmt: skip
     run_id = api.trigger("reconcile", {"tables": ["shop.*"]})
     result = api.wait_run("reconcile", run_id, 600)
@@ -360,8 +444,10 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     assert submitted["exit_code"] == 0
     compared = {(r["table"], r["target"]): r["status"] for r in submitted["tables"]}
     assert compared == {
-        (f"shop.{t}", target): "equal" for t in TABLES for target in ("target1", "target2")
-    }, submitted
+        (f"shop.{t}", target): "equal"
+        for t in TABLES
+        for target in ("target1", "target2", "warehouse")
+    }, submitted  # the Redis target (a `redis` connection) is left out
     assert all(r["source_rows"] > 0 for r in submitted["tables"])
     with urllib.request.urlopen(f"http://127.0.0.1:{site.spark_ui_port}/json/", timeout=10) as r:
         master = json.loads(r.read())
@@ -411,11 +497,42 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     }
     assert counted == {"burst": count, "while-down": 200}
     assert writing, "the burst was over before the hub was killed: nothing was in flight"
+    wait_until(
+        lambda: site.pg_rows("true") == rows["orders"], 120, 1.0,
+        "the PostgreSQL target equal to the origin (every order)",
+    )  # fmt: skip
     timed("hub killed and restarted, nothing lost", t)
     print(
         f"compose site: hub killed with {arrived}/{count} burst rows on target1; "
         f"{len(rows['orders'])} orders and {len(rows['customers'])} customers equal on all three"
     )
+
+    # Prometheus scrapes the hub and every agent; a stopped agent fires "host offline".
+    t = time.monotonic()
+    prometheus = f"http://127.0.0.1:{site.prometheus_port}"
+
+    def scraped() -> set[str]:
+        query = urllib.parse.quote('up{job="binlogsync"} == 1')
+        with urllib.request.urlopen(f"{prometheus}/api/v1/query?query={query}", timeout=10) as r:
+            result = json.loads(r.read())["data"]["result"]
+        return {s["metric"]["binlogsync_host"] for s in result}
+
+    every = {"hub", "origin", "target1", "target2", "warehouse", "cache"}
+    wait_until(lambda: scraped() == every, 60, 1.0, "Prometheus scraping the hub and every agent")
+    assert not [a for a in firing(site.prometheus_port)
+                if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+    site.compose("stop", "cache-agent")
+    offline: list[dict[str, Any]] = []
+
+    def host_offline_fires() -> bool:
+        offline[:] = [a for a in firing(site.prometheus_port)
+                      if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+        return bool(offline)
+
+    wait_until(host_offline_fires, 180, 1.0, "BinlogsyncHostOffline firing in Prometheus")
+    assert [a["labels"]["host"] for a in offline] == ["cache"], offline
+    assert offline[0]["annotations"]["summary"] == "binlogsync host cache is offline"
+    timed("agent stopped until BinlogsyncHostOffline fires", t)
 
     t = time.monotonic()
     site.compose("down", "-v", "--remove-orphans", timeout=300)

@@ -193,10 +193,11 @@ class ApplyWorker(RunLoop):
             self.held = None
             return held
         with self.queue.mutex:
-            for delivery in self.queue.queue:
-                if delivery.repair and delivery.generation == self.generation:
-                    self.queue.queue.remove(delivery)
-                    return delivery
+            queued: Delivery
+            for queued in self.queue.queue:
+                if queued.repair and queued.generation == self.generation:
+                    self.queue.queue.remove(queued)
+                    return queued
         return None
 
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:

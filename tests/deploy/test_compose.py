@@ -1,21 +1,24 @@
 """The docker compose site, for real, in a private Docker engine: the top-level
 docker-compose.yaml built with deploy/compose/Dockerfile on a local Debian base image
 (BASE_IMAGE), its wheelhouse made in the builder stage by the image's own Python (offline here,
-PIP_OFFLINE=1, from the wheel cache make-wheels fills: builds have no network on this machine),
-with the secrets make-secrets makes; `up -d` until every
-service is healthy; no password is in any container's configuration; rows written on the
-origin arrive on every target kind: both MariaDB targets, the PostgreSQL target (row for
-row) and the Redis target (a hash per row); Airflow's REST API (published on 127.0.0.1 only)
-shows the binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the
-reconcile DAG to success: it waits for the targets (TargetCaughtUpSensor, deferred), then
-spark-submit in the Airflow container (client deploy mode) against the compose Spark
+PIP_OFFLINE=1, from the wheel cache that make-wheels fills by running pip inside the base image:
+builds have no network on this machine; make-wheels runs with python/pip on PATH replaced by
+failing commands, so the host's interpreter is never used), with the secrets make-secrets makes;
+`up -d` until every service is healthy; the Redis target seeded from the Airflow container (as
+docs/deploy.md says); no password is in any container's configuration; rows written on the
+origin arrive on every target kind: both MariaDB targets, the PostgreSQL target (row for row)
+and the Redis target (a hash per row); Airflow's REST API (published on 127.0.0.1 only) shows
+the binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs every DAG to
+success, triggered at once: reconcile waits for the targets (TargetCaughtUpSensor, deferred),
+then spark-submit in the Airflow container (client deploy mode) against the compose Spark
 standalone cluster, whose master lists the application as finished, compares the MariaDB and
-PostgreSQL targets and leaves the Redis target out;
-the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
-it is down: after it is started again, every database target equals the origin row for row;
-Prometheus scrapes the hub and every agent, and once the Redis target's agent is stopped its
-API shows BinlogsyncHostOffline firing for that host; `down -v` leaves no container and no
-volume. Timings are printed.
+PostgreSQL targets and leaves the Redis target out; paper_timing times the site's own pipeline
+(the origin's scratch table to target1 and target2, no native replica, a PNG); binlog_retention
+and outbox_retries; the hub is killed (SIGKILL) in the middle of a burst of transactions and
+rows are written while it is down: after it is started again, every database target equals the
+origin row for row; Prometheus scrapes the hub and every agent, and once the Redis target's
+agent is stopped its API shows BinlogsyncHostOffline firing for that host (the shipped rule,
+`for: 30s`, unchanged); `down -v` leaves no container and no volume. Timings are printed.
 
 The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml,
 constraints.txt and make-wheels; binlogsync's own wheel is built from this checkout by the
@@ -526,8 +529,10 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     for cell in cells.values():
         assert set(cell["targets"]) == {"target1", "target2"} and cell["seconds"] > 0, cell
         assert cell["native_seconds"] is None
-    png = site.docker("exec", site.container("airflow"), "head", "-c", "4", timing["png"])
-    assert png[1:4] == "PNG", png
+    png = site.docker(
+        "exec", site.container("airflow"), "sh", "-c", f"head -c 4 '{timing['png']}' | tail -c 3"
+    )  # the file's magic number is \x89PNG
+    assert png == "PNG", png
     print(
         "compose site: paper_timing (s until both MariaDB targets equal, 100 statements): "
         + ", ".join(f"{d} {cells[(d, 100)]['seconds']}" for d in ("insert", "update", "delete"))

@@ -186,6 +186,21 @@ class ApplyWorker(RunLoop):
             count += len(more.bodies)
         return group
 
+    def _back_off(self, delay: float) -> None:
+        """Wait `delay` seconds before the next attempt, less when asked to stop or when a
+        repair arrives (it goes before the next attempt: `_apply`)."""
+        deadline = time.monotonic() + delay
+        while not self.stop_event.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or self._repair_queued():
+                return
+
+    def _repair_queued(self) -> bool:
+        held = self.held
+        if held is not None and held.repair and held.generation == self.generation:
+            return True
+        with self.queue.mutex:
+            return any(d.repair and d.generation == self.generation for d in self.queue.queue)
+
     def _repair_waiting(self) -> Delivery | None:
         """Take the first repair held or queued for this worker (of the current link), if any."""
         held = self.held
@@ -298,7 +313,7 @@ class ApplyWorker(RunLoop):
                 generation=delivery.generation,
             )
         )
-        self.stop_event.wait(delay)
+        self._back_off(delay)
         if resend:
             # Everything queued meanwhile may belong to the part that failed: take only what
             # continues from the checkpoint, which the hub now sends again.

@@ -40,6 +40,8 @@ from binlogsync.tls import TlsSettings, from_values
 
 DEFAULT_PORT = 5555
 DATABASE_CONN_PREFIX = "binlogsync_db_"
+# The connection types of the databases reconcile compares (the others: targets it skips).
+COMPARED_CONN_TYPES = ("mysql", "mariadb", "postgres", "postgresql")
 
 
 def state_dir() -> Path:
@@ -129,6 +131,18 @@ class BinlogsyncHook(BaseHook):
             f"hub {status['hub']} answered: {online}/{len(status['hosts'])} hosts online, "
             f"{len(status.get('routes', []))} route(s)"
         )
+
+    @staticmethod
+    def compared(host: str) -> bool:
+        """Whether `reconcile` compares host `host`: its connection `binlogsync_db_<host>` is a
+        database reconcile reads (type mysql, mariadb, postgres), or it has none (then the
+        comparison fails naming the missing connection). A connection of any other type, e.g.
+        `redis`, marks a target that has no rows to compare (Redis, an audit log)."""
+        try:
+            conn = BaseHook.get_connection(DATABASE_CONN_PREFIX + host)
+        except Exception:
+            return True
+        return conn.conn_type in COMPARED_CONN_TYPES
 
     @staticmethod
     def database(host: str) -> DatabaseSettings:

@@ -5,6 +5,7 @@ message that names it, so Airflow's own alerting (e-mail, callbacks) carries it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import re
@@ -24,7 +25,7 @@ from binlogsync.ops.retention import RetentionOptions, binlog_retention
 from binlogsync.reconcile import options as options_module
 from binlogsync.reconcile import shipping, sparkapp
 
-from .hooks import BinlogsyncHook, state_dir
+from .hooks import COMPARED_CONN_TYPES, BinlogsyncHook, state_dir
 
 RECONCILE_JOB = Path(__file__).resolve().parent / "spark_jobs" / "reconcile_job.py"
 
@@ -179,7 +180,8 @@ class OutboxOperator(BaseOperator):
 class ReconcilePlanOperator(BaseOperator):
     """Which reconciliations cover the site (ops/site.py): one per origin (per group of its
     targets with the same routes), each with the routed tables found on the origin that match
-    `tables`. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
+    `tables`. Targets whose connection is no database (type `redis`, say) are left out, and
+    said so. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
     sensors.wait_for_job) are mapped over."""
 
     template_fields: Sequence[str] = ("origins", "tables", "out_root")
@@ -206,6 +208,17 @@ class ReconcilePlanOperator(BaseOperator):
         run = _safe(str(context["run_id"]))
         planned = []
         for job in jobs:
+            skipped = [t for t in job.targets if not hook.compared(t)]
+            if skipped:
+                self.log.info(
+                    "%s -> %s: not compared (their connections are no database reconcile "
+                    "reads: %s)", job.origin, skipped, ", ".join(COMPARED_CONN_TYPES),
+                )  # fmt: skip
+                job = dataclasses.replace(
+                    job, targets=tuple(t for t in job.targets if t not in skipped)
+                )
+                if not job.targets:
+                    continue
             tables = site.routed_tables(
                 hook.database(job.origin), job.patterns, _names(self.tables)
             )
@@ -374,21 +387,53 @@ class ReconcileResultOperator(BaseOperator):
 
 
 class PaperTimingOperator(BaseOperator):
-    """The paper's Table 1 on throwaway sandbox servers beside native replication
-    (ops/timing.py); the JSON and the PNG are kept per run in the state folder."""
+    """The paper's Table 1, kept per run as JSON and PNG in the state folder (ops/timing.py).
+    With `origin` empty: on throwaway sandbox servers beside native replication (a clone of
+    the repository and mariadbd needed). With `origin` (and `targets`): the site's own
+    pipeline, on the scratch table `table` of that origin (connections binlogsync_db_<host>),
+    its native replicas (the origin connection's extra `replicas`) timed beside it."""
 
-    template_fields: Sequence[str] = ("rows", "runs")
+    template_fields: Sequence[str] = ("rows", "runs", "origin", "targets", "table")
 
-    def __init__(self, *, rows: Sequence[int] | str = (100,), runs: int = 1, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        rows: Sequence[int] | str = (100,),
+        runs: int = 1,
+        origin: str = "",
+        targets: Sequence[str] | str = (),
+        table: str = timing.SCRATCH_TABLE,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.rows = rows
         self.runs = runs
+        self.origin = origin
+        self.targets = targets
+        self.table = table
 
     def execute(self, context: Any) -> dict[str, Any]:
         rows = [int(n) for n in (_names(self.rows) if isinstance(self.rows, str) else self.rows)]
-        result = timing.run(state_dir() / state.TIMING_DIR, rows, int(self.runs))
+        out = state_dir() / state.TIMING_DIR
+        origin = str(self.origin or "").strip()
+        if not origin:
+            result: Any = timing.run(out, rows, int(self.runs))
+        else:
+            targets = _names(self.targets)
+            result = timing.run_site(
+                out,
+                BinlogsyncHook.database(origin),
+                {t: BinlogsyncHook.database(t) for t in targets},
+                rows,
+                int(self.runs),
+                replicas=BinlogsyncHook.replicas(origin),
+                table=str(self.table),
+                origin_name=origin,
+            )
+            if not result.replicas:
+                self.log.info("%s", timing.NO_NATIVE)
         self.log.info("timing kept in %s and %s", result.json_path, result.png_path)
-        return result.to_json()
+        return dict(result.to_json())
 
 
 def _names(value: Sequence[str] | str | None) -> list[str]:

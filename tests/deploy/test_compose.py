@@ -1,17 +1,28 @@
 """The docker compose site, for real, in a private Docker engine: the top-level
-docker-compose.yaml built from deploy/compose/ on a local Debian base image (BASE_IMAGE), with
-the wheelhouse make-wheels makes and the secrets make-secrets makes; `up -d` until every
-service is healthy; no password is in any container's configuration; rows written on the
-origin arrive on both targets; Airflow's REST API (published on 127.0.0.1 only) shows the
-binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs the reconcile DAG
-to success: spark-submit in the Airflow container (client deploy mode) against the compose
-Spark standalone cluster, whose master lists the application as finished;
-the hub is killed (SIGKILL) in the middle of a burst of transactions and rows are written while
-it is down: after it is started again, both targets equal the origin row for row; `down -v`
-leaves no container and no volume. Timings are printed.
+docker-compose.yaml built with deploy/compose/Dockerfile on a local Debian base image
+(BASE_IMAGE), its wheelhouse made in the builder stage by the image's own Python (offline here,
+PIP_OFFLINE=1, from the wheel cache that make-wheels fills by running pip inside the base image:
+builds have no network on this machine; make-wheels runs with python/pip on PATH replaced by
+failing commands, so the host's interpreter is never used), with the secrets make-secrets makes;
+`up -d` until every service is healthy; the Redis target seeded from the Airflow container (as
+docs/deploy.md says); no password is in any container's configuration; rows written on the
+origin arrive on every target kind: both MariaDB targets, the PostgreSQL target (row for row)
+and the Redis target (a hash per row); Airflow's REST API (published on 127.0.0.1 only) shows
+the binlogsync page's overview from the hub (CURVE, Airflow's admin key) and runs every DAG to
+success, triggered at once: reconcile waits for the targets (TargetCaughtUpSensor, deferred),
+then spark-submit in the Airflow container (client deploy mode) against the compose Spark
+standalone cluster, whose master lists the application as finished, compares the MariaDB and
+PostgreSQL targets and leaves the Redis target out; paper_timing times the site's own pipeline
+(the origin's scratch table to target1 and target2, no native replica, a PNG); binlog_retention
+and outbox_retries; the hub is killed (SIGKILL) in the middle of a burst of transactions and
+rows are written while it is down: after it is started again, every database target equals the
+origin row for row; Prometheus scrapes the hub and every agent, and once the Redis target's
+agent is stopped its API shows BinlogsyncHostOffline firing for that host (the shipped rule,
+`for: 30s`, unchanged); `down -v` leaves no container and no volume. Timings are printed.
 
-The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml and
-constraints.txt; binlogsync's own wheel is built from this checkout on every run.
+The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml,
+constraints.txt and make-wheels; binlogsync's own wheel is built from this checkout by the
+builder stage on every run.
 """
 
 from __future__ import annotations
@@ -21,8 +32,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,41 +53,69 @@ BASE_IMAGE = "local/bls-compose-base:bookworm"
 # Everything any image needs, so the Dockerfiles install nothing (builds have no network here)
 PACKAGES = [
     "python3", "python3-venv", "mariadb-server", "mariadb-client",
-    "openjdk-17-jre-headless", "procps", "ca-certificates",
+    "openjdk-17-jre-headless", "procps", "ca-certificates", "postgresql", "redis-server",
+    "prometheus", "python3-psycopg",
 ]  # fmt: skip
 SERVICES = {
     "origin", "target1", "target2", "hub", "origin-agent", "target1-agent", "target2-agent",
-    "workload", "airflow", "spark-master", "spark-worker",
+    "workload", "airflow", "spark-master", "spark-worker", "warehouse", "warehouse-agent",
+    "cache", "cache-agent", "prometheus",
 }  # fmt: skip
 TABLES = ("customers", "orders")
 
 
-def prepare_wheels() -> None:
-    """deploy/compose/wheels as make-wheels leaves it: the dependencies from the cache (made
-    by make-wheels itself the first time), binlogsync's wheel fresh from this checkout."""
+def prepare_wheels(engine: Engine, scratch: Path) -> str:
+    """deploy/compose/wheel-cache as make-wheels leaves it (made by make-wheels itself the first
+    time, then cached): the offline builder's only source of dependencies. make-wheels runs pip
+    inside the base image; a `python3`/`python` on PATH that fails proves the host's
+    interpreter is never used (README: compose works whatever the host's Python). Returns what
+    make-wheels printed ('' when cached)."""
     key = hashlib.sha256(
-        (ROOT / "pyproject.toml").read_bytes() + (ROOT / "constraints.txt").read_bytes()
+        (ROOT / "pyproject.toml").read_bytes()
+        + (ROOT / "constraints.txt").read_bytes()
+        + (COMPOSE_DIR / "make-wheels").read_bytes()
     ).hexdigest()[:12]
     cached = CACHE / "wheels" / key
+    said = ""
     if not cached.exists():
         partial = cached.with_name(key + ".partial")
-        run(
-            [str(COMPOSE_DIR / "make-wheels")],
-            env={**os.environ, "WHEELS_DIR": str(partial), "PYTHON": sys.executable},
-            timeout=1800,
-        )
+        trap = scratch / "no-host-python"
+        trap.mkdir(parents=True, exist_ok=True)
+        for name in ("python", "python3", "python3.11", "python3.12", "pip", "pip3"):
+            (trap / name).write_text(
+                "#!/bin/sh\necho 'the host interpreter was used' >&2\nexit 97\n"
+            )
+            (trap / name).chmod(0o755)
+        # this machine's package index settings (a TLS-intercepting proxy's CA, local indexes)
+        mounts = [
+            f"-v {p}:{p}:ro"
+            for p in ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf", "/etc/xdg/pip",
+                      "/opt/pypi", "/opt/pypi-more", "/opt/wheels")
+            if Path(p).exists()
+        ]  # fmt: skip
+        env = {
+            **engine.env,
+            "PATH": f"{trap}:{os.environ['PATH']}",
+            "WHEELS_DIR": str(partial),
+            "BASE_IMAGE": BASE_IMAGE,
+            "PIP_CACHE": str(Path.home() / ".cache" / "pip"),
+            "MAKE_WHEELS_DOCKER_ARGS": " ".join(
+                [*mounts, "-e PIP_CERT=/etc/ssl/certs/ca-certificates.crt"]
+            ),
+        }
+        said = run([str(COMPOSE_DIR / "make-wheels")], env=env, timeout=2400).stdout
+        assert "wheels made by Python 3.11" in said, said
         partial.replace(cached)
-    dest = COMPOSE_DIR / "wheels"
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir()
-    for wheel in cached.iterdir():
-        if wheel.name.startswith("binlogsync-"):
-            continue
+    dest = COMPOSE_DIR / "wheel-cache"
+    for old in dest.glob("*.whl"):
+        old.unlink()
+    for wheel in cached.glob("*.whl"):
         try:
             os.link(wheel, dest / wheel.name)
         except OSError:
             shutil.copy2(wheel, dest / wheel.name)
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest), str(ROOT)])
+    assert any(dest.glob("matplotlib-*.whl")), "no matplotlib for paper_timing's plot"
+    return said
 
 
 def run(
@@ -100,12 +139,15 @@ class Site:
         self.engine = engine
         self.airflow_port = free_port()
         self.spark_ui_port = free_port()
+        self.prometheus_port = free_port()
         self.env = {
             **engine.env,
             "BASE_IMAGE": BASE_IMAGE,
+            "PIP_OFFLINE": "1",  # builds have no network here: the builder uses the cache
             "BINLOGSYNC_SECRETS": str(secrets),
             "AIRFLOW_PORT": str(self.airflow_port),
             "SPARK_UI_PORT": str(self.spark_ui_port),
+            "PROMETHEUS_PORT": str(self.prometheus_port),
             # only the run the test triggers: unpausing reconcile would also queue its
             # @daily run first (max_active_runs=1), doubling the wait
             "AIRFLOW_USE_JOB_SCHEDULE": "False",
@@ -165,6 +207,38 @@ class Site:
             "exec", self.container(service), "mariadb", "-N", "-B", "shop", "-e", query
         )
         return out.splitlines()
+
+    def pg_rows(self, where: str) -> list[str]:
+        """shop.orders rows matching `where` on the PostgreSQL target, tab-separated as
+        MariaDB prints them (amounts with two decimals, times with six)."""
+        query = (
+            "SELECT id, customer_id, amount, note, "
+            "to_char(created_at, 'YYYY-MM-DD HH24:MI:SS.US') FROM shop.orders "
+            f"WHERE {where} ORDER BY id"
+        )
+        out = self.docker(
+            "exec", "-u", "postgres", self.container("warehouse"),
+            "psql", "-X", "-q", "-At", "-F", "\t", "-d", "postgres", "-c", query,
+        )  # fmt: skip
+        return out.splitlines()
+
+    def redis(self, *args: str) -> str:
+        """redis-cli in the Redis target's container, its password from the secret file."""
+        command = "REDISCLI_AUTH=$(cat /run/secrets/db_binlogsync_password) redis-cli --raw"
+        out = self.docker(
+            "exec", self.container("cache"), "sh", "-c",
+            " ".join([command, *(_sh_quote(a) for a in args)]),
+        )  # fmt: skip
+        return out.strip()
+
+    def redis_notes(self, note: str) -> list[str]:
+        """The keys of shop.orders rows whose note is `note` on the Redis target, sorted."""
+        script = (
+            "local out = {} for _, k in ipairs(redis.call('KEYS', ARGV[1])) do "
+            "if redis.call('HGET', k, 'note') == ARGV[2] then out[#out + 1] = k end end "
+            "return out"
+        )
+        return sorted(self.redis("EVAL", script, "0", "shop:orders:*", note).split())
 
     def rows(self, service: str, where: str | None = None) -> dict[str, list[str]]:
         """Every row of shop.customers and shop.orders, or the orders matching `where`."""
@@ -246,6 +320,27 @@ class AirflowApi:
         }
 
 
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def firing(port: int) -> list[dict[str, Any]]:
+    """Prometheus' firing alerts (its HTTP API)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=10) as r:
+        alerts = json.loads(r.read())["data"]["alerts"]
+    return [a for a in alerts if a["state"] == "firing"]
+
+
+def xcom(api: AirflowApi, dag: str, run_id: str, task: str, map_index: int = -1) -> Any:
+    """A task's return value, deserialized."""
+    path = (
+        f"/api/v2/dags/{dag}/dagRuns/{run_id}/taskInstances/{task}/xcomEntries/return_value"
+        f"?deserialize=true" + (f"&map_index={map_index}" if map_index >= 0 else "")
+    )
+    value = api.call("GET", path)["value"]
+    return json.loads(value) if isinstance(value, str) else value
+
+
 def seconds_between(run: dict[str, Any]) -> float:
     """A DAG run's duration from its start and end dates (ISO 8601, from the REST API)."""
     import datetime as dt
@@ -287,12 +382,20 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     timed("base image (debian_image)", t)
 
     t = time.monotonic()
-    prepare_wheels()
-    timed("wheelhouse", t)
+    said = prepare_wheels(engine, tmp_path)
+    timed("wheel cache (make-wheels in the base image, when not cached)", t)
+    if said:
+        print(f"compose site: {said.strip()}")
 
     t = time.monotonic()
     site.compose("config", "-q")
     site.compose("build", "--parallel", timeout=1800)
+    # the wheelhouse came from the builder stage, made by the base image's Python (3.11)
+    provenance = site.docker(
+        "run", "--rm", "--network", "none", "binlogsync/agent:local",
+        "cat", "/opt/binlogsync/WHEELHOUSE",
+    )  # fmt: skip
+    assert "made in the builder stage by Python 3.11" in provenance, provenance
     timed("compose build", t)
 
     t = time.monotonic()
@@ -306,6 +409,17 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     site.compose("up", "-d")
     site.wait_healthy(300)
     timed("up until healthy", t)
+
+    # The Redis target knows a table only from its definition, which a seed brings (the
+    # site's tables were made before capture began): seed them, as docs/deploy.md says.
+    t = time.monotonic()
+    seed = (
+        "BINLOGSYNC_SOURCE_PASSWORD=$(cat /run/secrets/db_binlogsync_password) "
+        "binlogsync seed --config /etc/binlogsync/admin.toml --source mysql://binlogsync@origin:3306 "
+        "--origin origin --target cache --tables 'shop.*' --quiet"
+    )
+    site.docker("exec", site.container("airflow"), "sh", "-c", seed)
+    timed("seed of the Redis target", t)
 
     # No secret in any container's configuration: the passwords are files under /run/secrets.
     for service in ("origin", "origin-agent", "airflow", "workload"):
@@ -324,54 +438,107 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     site.sql("origin", "DELETE FROM shop.orders WHERE note = 'test-1' AND id % 10 = 0")
     rows = site.wait_targets_equal(60, "note = 'test-1'")
     assert len(rows["orders"]) == 90
-    timed("rows on both targets", t)
+    # ... and on the PostgreSQL target, row for row, and on the Redis target, a hash per row.
+    wait_until(
+        lambda: site.pg_rows("note = 'test-1'") == rows["orders"], 60, 0.5,
+        "the PostgreSQL target equal to the origin",
+    )  # fmt: skip
+    ids = sorted(f"shop:orders:{r.split(chr(9))[0]}" for r in rows["orders"])
+    wait_until(lambda: site.redis_notes("test-1") == ids, 60, 0.5, "the Redis target's rows")
+    first = rows["orders"][0].split("\t")
+    fields = site.redis("HGETALL", f"shop:orders:{first[0]}").splitlines()
+    stored = dict(zip(fields[::2], fields[1::2], strict=True))
+    assert stored["note"] == "test-1" and stored["customer_id"] == first[1], stored
+    timed("rows on every target kind", t)
 
-    # The reconcile DAG through Airflow's REST API: spark-submit to the Spark cluster.
+    # Every DAG through Airflow's REST API, triggered at once (the wall time is the slowest).
     t = time.monotonic()
     api = AirflowApi(site.airflow_port, (secrets / "airflow_admin_password").read_text().strip())
     api.login()
+    dags = ("reconcile", "paper_timing", "binlog_retention", "outbox_retries")
     wait_until(
-        lambda: api.call("GET", "/api/v2/dags?dag_id_pattern=reconcile")["total_entries"],
-        120, 1.0, "the reconcile DAG parsed",
+        lambda: {d["dag_id"] for d in api.call("GET", "/api/v2/dags?limit=100")["dags"]}
+        >= set(dags),
+        120, 1.0, "every DAG parsed",
     )  # fmt: skip
     overview = api.call("GET", "/binlogsync/api/overview")  # the plugin's page, via the hub
     assert {h["name"]: h["online"] for h in overview["hosts"]} == {
-        "origin": True, "target1": True, "target2": True,
+        "origin": True, "target1": True, "target2": True, "warehouse": True, "cache": True,
     }, overview  # fmt: skip
-    run_id = api.trigger("reconcile", {"tables": ["shop.*"]})
-    result = api.wait_run("reconcile", run_id, 600)
-    tasks = api.task_states("reconcile", run_id)
-    assert result["state"] == "success", (
-        f"reconcile {result['state']}: {tasks}\n{api.task_log('reconcile', run_id, 'spark_reconcile', 0)}"
-    )
-    assert tasks == {
-        "plan": "success",
-        "caught_up[0]": "success",
-        "spark_reconcile[0]": "success",
-        "reconcile_result": "success",
+    confs: dict[str, dict[str, Any]] = {
+        "reconcile": {"tables": ["shop.*"]},
+        # the site's own pipeline (the Variables compose sets), 100 statements per DML
+        "paper_timing": {"rows": [100], "runs": 1},
+        "binlog_retention": {},  # keeps 24 h and what the targets need: purges nothing here
+        "outbox_retries": {},
     }
-    submitted = api.call(
-        "GET",
-        f"/api/v2/dags/reconcile/dagRuns/{run_id}/taskInstances/spark_reconcile/"
-        "xcomEntries/return_value?map_index=0&deserialize=true",
-    )["value"]
-    submitted = json.loads(submitted) if isinstance(submitted, str) else submitted
-    assert submitted["spark"]["master"] == "spark://spark-master:7077", submitted
-    assert submitted["exit_code"] == 0
-    compared = {(r["table"], r["target"]): r["status"] for r in submitted["tables"]}
-    assert compared == {
-        (f"shop.{t}", target): "equal" for t in TABLES for target in ("target1", "target2")
-    }, submitted
-    assert all(r["source_rows"] > 0 for r in submitted["tables"])
+    run_ids = {dag: api.trigger(dag, confs[dag]) for dag in dags}
+    results = {}
+    for dag in dags:
+        results[dag] = api.wait_run(dag, run_ids[dag], 900)
+        states = api.task_states(dag, run_ids[dag])
+        log = "" if results[dag]["state"] == "success" else api.task_log(
+            dag, run_ids[dag], "spark_reconcile" if dag == "reconcile" else dag,
+            0 if dag == "reconcile" else -1,
+        )  # fmt: skip
+        assert results[dag]["state"] == "success", f"{dag} {results[dag]['state']}: {states}\n{log}"
+    timed("every DAG run (trigger to the last success)", t)
+    for dag in dags:
+        print(f"compose site: DAG {dag} run {run_ids[dag]} took {seconds_between(results[dag])} s")
+    run_id, result = run_ids["reconcile"], results["reconcile"]
+    tasks = api.task_states("reconcile", run_id)
+    # one mapped job per group of targets the routes make (shop.* to all four; the timing
+    # table to target1 and target2), each waited for and compared
+    assert set(tasks.values()) == {"success"}, tasks
+    jobs = sorted(int(k[16:-1]) for k in tasks if k.startswith("spark_reconcile["))
+    assert jobs and {"plan", "reconcile_result", *(f"caught_up[{i}]" for i in jobs)} <= set(tasks)
+    compared: dict[tuple[str, str], str] = {}
+    apps = []
+    for i in jobs:
+        submitted = xcom(api, "reconcile", run_id, "spark_reconcile", i)
+        assert submitted["spark"]["master"] == "spark://spark-master:7077", submitted
+        assert submitted["exit_code"] == 0
+        assert all(r["source_rows"] > 0 for r in submitted["tables"]), submitted
+        compared.update({(r["table"], r["target"]): r["status"] for r in submitted["tables"]})
+        apps.append(submitted["spark"]["app_id"])
+    expected = {
+        (f"shop.{t}", target) for t in TABLES for target in ("target1", "target2", "warehouse")
+    }
+    assert expected <= set(compared) and set(compared.values()) == {"equal"}, compared
+    assert not [
+        k for k in compared if k[1] == "cache"
+    ]  # the Redis target (a `redis` connection) is left out
     with urllib.request.urlopen(f"http://127.0.0.1:{site.spark_ui_port}/json/", timeout=10) as r:
         master = json.loads(r.read())
     finished = {a["id"]: a["state"] for a in master["completedapps"]}
-    assert finished.get(submitted["spark"]["app_id"]) == "FINISHED", master
-    timed("reconcile DAG run (trigger to success)", t)
+    assert all(finished.get(app) == "FINISHED" for app in apps), master
     print(
         f"compose site: reconcile run {run_id} itself {seconds_between(result)} s, "
-        f"Spark application {submitted['spark']['app_id']}"
+        f"Spark application(s) {', '.join(apps)}"
     )
+    # paper_timing timed this site: the origin's scratch table through the real agents to
+    # target1 and target2, no native replica (said so), and a plot in Airflow's state folder.
+    timing = xcom(api, "paper_timing", run_ids["paper_timing"], "paper_timing")
+    assert timing["mode"] == "site" and timing["origin"] == "origin", timing
+    assert timing["targets"] == ["target1", "target2"] and timing["native_replicas"] == 0
+    assert (
+        timing["native"] == "no native replica is present in this site: only binlogsync was timed"
+    )
+    cells = {(c["dml"], c["rows"]): c for c in timing["cells"]}
+    assert set(cells) == {(d, 100) for d in ("insert", "update", "delete")}, timing
+    for cell in cells.values():
+        assert set(cell["targets"]) == {"target1", "target2"} and cell["seconds"] > 0, cell
+        assert cell["native_seconds"] is None
+    png = site.docker(
+        "exec", site.container("airflow"), "sh", "-c", f"head -c 4 '{timing['png']}' | tail -c 3"
+    )  # the file's magic number is \x89PNG
+    assert png == "PNG", png
+    print(
+        "compose site: paper_timing (s until both MariaDB targets equal, 100 statements): "
+        + ", ".join(f"{d} {cells[(d, 100)]['seconds']}" for d in ("insert", "update", "delete"))
+    )
+    for dag in ("binlog_retention", "outbox_retries"):
+        assert api.task_states(dag, run_ids[dag]), f"{dag} ran no task"
 
     # Kill the hub in the middle of a burst of single-row transactions, write while it is
     # down, start it again: nothing is lost on either target.
@@ -411,11 +578,42 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     }
     assert counted == {"burst": count, "while-down": 200}
     assert writing, "the burst was over before the hub was killed: nothing was in flight"
+    wait_until(
+        lambda: site.pg_rows("true") == rows["orders"], 120, 1.0,
+        "the PostgreSQL target equal to the origin (every order)",
+    )  # fmt: skip
     timed("hub killed and restarted, nothing lost", t)
     print(
         f"compose site: hub killed with {arrived}/{count} burst rows on target1; "
         f"{len(rows['orders'])} orders and {len(rows['customers'])} customers equal on all three"
     )
+
+    # Prometheus scrapes the hub and every agent; a stopped agent fires "host offline".
+    t = time.monotonic()
+    prometheus = f"http://127.0.0.1:{site.prometheus_port}"
+
+    def scraped() -> set[str]:
+        query = urllib.parse.quote('up{job="binlogsync"} == 1')
+        with urllib.request.urlopen(f"{prometheus}/api/v1/query?query={query}", timeout=10) as r:
+            result = json.loads(r.read())["data"]["result"]
+        return {s["metric"]["binlogsync_host"] for s in result}
+
+    every = {"hub", "origin", "target1", "target2", "warehouse", "cache"}
+    wait_until(lambda: scraped() == every, 60, 1.0, "Prometheus scraping the hub and every agent")
+    assert not [a for a in firing(site.prometheus_port)
+                if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+    site.compose("stop", "cache-agent")
+    offline: list[dict[str, Any]] = []
+
+    def host_offline_fires() -> bool:
+        offline[:] = [a for a in firing(site.prometheus_port)
+                      if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+        return bool(offline)
+
+    wait_until(host_offline_fires, 180, 1.0, "BinlogsyncHostOffline firing in Prometheus")
+    assert [a["labels"]["host"] for a in offline] == ["cache"], offline
+    assert offline[0]["annotations"]["summary"] == "binlogsync host cache is offline"
+    timed("agent stopped until BinlogsyncHostOffline fires", t)
 
     t = time.monotonic()
     site.compose("down", "-v", "--remove-orphans", timeout=300)

@@ -126,3 +126,46 @@ def test_every_type_is_stored_the_same_seeded_or_streamed(
             client.close()
         finally:
             redis_server.stop()
+
+
+def test_a_target_stuck_on_a_missing_definition_takes_the_seed_that_brings_it(
+    tmp_path: Path, origin: Server, dbname: str
+) -> None:
+    """Rows streamed before the Redis target was seeded stop its apply (no definition, so no
+    key): the message says to seed it, and the seed must get through. The worker used to
+    retry the failing transaction forever while the seed's chunk waited behind it in its
+    queue, so the seed never finished (seen in the compose site: the seed hung)."""
+    create([origin], dbname, "CREATE TABLE t (id INT PRIMARY KEY, note VARCHAR(40))")
+    with tempfile.TemporaryDirectory(prefix="bls-redis-") as root:
+        redis_server = RedisServer(Path(root)).start()
+        cache = Server("cache", 0, 0, "", 0)
+        section = f'[target]\nkind = "redis"\nurl = "{redis_server.url}"'
+        try:
+            with LocalSite(tmp_path / "site", origin, [cache], tables=(f"{dbname}.*",),
+                           target_sections={"cache": section}) as s:  # fmt: skip
+                s.start()
+                s.wait_online()
+                with origin.connect(dbname) as conn, conn.cursor() as cur:
+                    for i in range(20):
+                        cur.execute("INSERT INTO t VALUES (%s, 'before the seed')", (i,))
+                        conn.commit()
+                wait_until(
+                    lambda: "knows no definition" in s.logs(), 60, 0.2,
+                    "the Redis target's apply stopped for the missing definition",
+                )  # fmt: skip
+                seed(s, "cache")  # used to time out: the chunk never left the worker's queue
+                with origin.connect(dbname) as conn, conn.cursor() as cur:
+                    cur.execute("INSERT INTO t VALUES (100, 'after the seed')")
+                    conn.commit()
+                gtid = origin_gtid(origin)
+                wait_until(
+                    lambda: checkpoints(redis_server.url).get("origin", {}).get("gtid") == gtid,
+                    60, 0.05, f"the Redis target reaching {gtid}",
+                )  # fmt: skip
+            client = redis_server.client()
+            keys = {k.decode() for k in client.scan_iter(match=f"{dbname}:t:*")}
+            assert keys == {f"{dbname}:t:{i}" for i in [*range(20), 100]}
+            assert client.hget(f"{dbname}:t:100", "note") == b"after the seed"
+            client.close()
+        finally:
+            redis_server.stop()

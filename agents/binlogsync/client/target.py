@@ -3,7 +3,9 @@
 A worker (`ApplyWorker`, a RunLoop) takes the deliveries queued for its origin, groups up to
 `group_transactions` of them into one target transaction (Applier.apply), and reports APPLIED
 with the new checkpoint. When a transaction cannot be applied, the worker reports FAILED,
-waits (back-off) and tries again; it never skips one by itself. `binlogsync skip` moves the
+waits (back-off) and tries again; it never skips one by itself. A repair or seed chunk that
+arrives meanwhile is applied before the next attempt (it may bring what the failing one lacks:
+a table, a Redis target's table definition). `binlogsync skip` moves the
 checkpoint past it, which the next attempt sees. One origin's failure does not stop the others.
 
 A transaction that arrives in parts (one part per delivery) is streamed into one target
@@ -184,6 +186,35 @@ class ApplyWorker(RunLoop):
             count += len(more.bodies)
         return group
 
+    def _back_off(self, delay: float) -> None:
+        """Wait `delay` seconds before the next attempt, less when asked to stop or when a
+        repair arrives (it goes before the next attempt: `_apply`)."""
+        deadline = time.monotonic() + delay
+        while not self.stop_event.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline or self._repair_queued():
+                return
+
+    def _repair_queued(self) -> bool:
+        held = self.held
+        if held is not None and held.repair and held.generation == self.generation:
+            return True
+        with self.queue.mutex:
+            return any(d.repair and d.generation == self.generation for d in self.queue.queue)
+
+    def _repair_waiting(self) -> Delivery | None:
+        """Take the first repair held or queued for this worker (of the current link), if any."""
+        held = self.held
+        if held is not None and held.repair and held.generation == self.generation:
+            self.held = None
+            return held
+        with self.queue.mutex:
+            queued: Delivery
+            for queued in self.queue.queue:
+                if queued.repair and queued.generation == self.generation:
+                    self.queue.queue.remove(queued)
+                    return queued
+        return None
+
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
         return [body_from_wire(unpack(b, self.max_message_bytes)) for b in delivery.bodies]
 
@@ -223,6 +254,12 @@ class ApplyWorker(RunLoop):
             except BinlogsyncError as exc:
                 failing = self._apply_before_failure(txs, exc)
                 self._failed(group[-1], exc, failing)
+                waiting = self._repair_waiting()
+                if waiting is not None:
+                    # A repair or seed chunk came while this group fails: it may bring what
+                    # the group lacks (a table, a Redis target's definition), so it goes
+                    # first, then the group is tried again.
+                    self._repair(waiting)
                 continue
             self._succeeded(len(txs))
             self.report(Outcome(self.origin, group[-1].seq, checkpoint_now, generation=generation))
@@ -276,7 +313,7 @@ class ApplyWorker(RunLoop):
                 generation=delivery.generation,
             )
         )
-        self.stop_event.wait(delay)
+        self._back_off(delay)
         if resend:
             # Everything queued meanwhile may belong to the part that failed: take only what
             # continues from the checkpoint, which the hub now sends again.

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,23 +10,6 @@ import pytest
 
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Sandbox, Server
-
-# The compose test (8-9 minutes) starts first; the rest follow as xdist's own default would
-# order them, the files with the most tests first. With `./dev test` (xdist, a file per worker
-# at a time, in collection order: --no-loadscope-reorder) it then runs beside the many short
-# tests instead of alone at the end (xdist's default put the one-test files last: the compose
-# test alone at the end was 8.6 of the suite's 21.3 minutes).
-FIRST = "tests/deploy/test_compose.py"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    counts = Counter(item.nodeid.split("::", 1)[0] for item in items)
-
-    def rank(item: pytest.Item) -> tuple[bool, int]:
-        path = item.nodeid.split("::", 1)[0]
-        return path != FIRST, -counts[path]
-
-    items.sort(key=rank)  # stable: a file's tests keep their order
 
 
 @pytest.fixture(autouse=True)

@@ -75,9 +75,8 @@ def _replicate(s: LocalSite, db: str, sql: str, timeout: float = 600) -> None:
             raise AssertionError(f"{exc}\n{s.logs()}") from None
 
 
-@pytest.mark.timeout(
-    900
-)  # three million-row statements; 176 s under a loaded suite, 300 s hit beside a benchmark
+# Three million-row statements: 176 s in a loaded suite; the 300 s default was hit beside a bench.
+@pytest.mark.timeout(900)
 def test_a_million_rows_in_one_transaction_replicate_whole_with_bounded_memory(
     tmp_path: Path, origin: Server, target: Server, dbname: str
 ) -> None:

@@ -194,23 +194,25 @@ class ApplyWorker(RunLoop):
             if time.monotonic() >= deadline or self._repair_queued():
                 return
 
+    def _current_repair(self, delivery: Delivery | None) -> bool:
+        return delivery is not None and delivery.repair and delivery.generation == self.generation
+
     def _repair_queued(self) -> bool:
-        held = self.held
-        if held is not None and held.repair and held.generation == self.generation:
+        if self._current_repair(self.held):
             return True
         with self.queue.mutex:
-            return any(d.repair and d.generation == self.generation for d in self.queue.queue)
+            return any(self._current_repair(d) for d in self.queue.queue)
 
     def _repair_waiting(self) -> Delivery | None:
         """Take the first repair held or queued for this worker (of the current link), if any."""
         held = self.held
-        if held is not None and held.repair and held.generation == self.generation:
+        if self._current_repair(held):
             self.held = None
             return held
         with self.queue.mutex:
             queued: Delivery
             for queued in self.queue.queue:
-                if queued.repair and queued.generation == self.generation:
+                if self._current_repair(queued):
                     self.queue.queue.remove(queued)
                     return queued
         return None

@@ -95,7 +95,6 @@ def from_status(status: dict[str, Any]) -> dict[str, Any]:
         if service
         else None
     )
-    history = status.get("history")
     return {
         "hub": status.get("hub"),
         "time": status.get("time"),
@@ -103,19 +102,8 @@ def from_status(status: dict[str, Any]) -> dict[str, Any]:
         "pairs": pairs,
         "subscribers": subscribers,
         "binlog_service": summary,
-        "history": (
-            {
-                "interval": history["interval"],
-                "window": history["window"],
-                # [time, lag seconds, backlog] per sample, oldest first
-                "pairs": [
-                    {"target": p["target"], "origin": p["origin"], "samples": p["samples"]}
-                    for p in history["pairs"]
-                ],
-            }
-            if history
-            else None
-        ),
+        # {interval, window, pairs: [{target, origin, samples: [[time, lag, backlog], ...]}]}
+        "history": status.get("history") or None,
     }
 
 
@@ -131,7 +119,11 @@ def reconcile_summary(state_dir: Path, job: str) -> Path | None:
     nothing. The summary is the one in the run's output folder that the job itself recorded
     (`out` of its last-reconcile.json)."""
     path = _last_reconcile_files(state_dir).get(job)
-    data = state.read(path) if path is not None else None
+    return _summary_of(state.read(path)) if path is not None else None
+
+
+def _summary_of(data: Any) -> Path | None:
+    """The summary.json in the output folder a last-reconcile.json records, if it exists."""
     if not isinstance(data, dict) or not isinstance(data.get("out"), str) or not data["out"]:
         return None
     summary = Path(data["out"]) / "summary.json"
@@ -170,7 +162,7 @@ def last_reconciles(state_dir: Path) -> list[dict[str, Any]]:
                 "out": data.get("out"),
                 "rows": rows,
                 "rows_total": data.get("rows_total", len(rows)),
-                "report": reconcile_summary(state_dir, job) is not None,
+                "report": _summary_of(data) is not None,
             }
         )
     return sorted(found, key=lambda r: str(r["started_at"]), reverse=True)

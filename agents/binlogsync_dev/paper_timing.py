@@ -25,16 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from binlogsync.engines.mariadb import checkpoint as checkpoints
+from binlogsync.paper import PAPER
 
 from .localsite import LocalSite, wait_until
 from .sandbox import Sandbox, Server
 from .verify import caught_up, differences, gtid_seq, origin_gtid
 
-PAPER = {
-    "insert": {100: 77, 200: 154, 400: 306, 600: 587, 1000: 758},
-    "update": {100: 83, 200: 168, 400: 349, 600: 582, 1000: 1175},
-    "delete": {100: 143, 200: 289, 400: 664, 600: 698, 1000: 851},
-}
 SCHEMA, TABLE = "paper", "trx"
 DDL = (
     f"CREATE TABLE IF NOT EXISTS `{SCHEMA}`.`{TABLE}` ("

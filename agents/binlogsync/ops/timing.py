@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ..paper import PAPER
 
 DMLS = ("insert", "update", "delete")
 
@@ -68,10 +69,10 @@ def run(out: Path, rows: list[int], runs: int = 1, scratch: str | None = None) -
     """Measure, then write the JSON and the plot under `out` (made if missing)."""
     paper_timing = _harness()
     for n in rows:
-        if n not in paper_timing.PAPER["insert"]:
+        if n not in PAPER["insert"]:
             raise UsageError(
                 f"{n} is not one of the paper's statement counts",
-                f"use some of {sorted(paper_timing.PAPER['insert'])}",
+                f"use some of {sorted(PAPER['insert'])}",
             )
     if runs < 1:
         raise UsageError("runs must be at least 1")
@@ -87,12 +88,6 @@ def run(out: Path, rows: list[int], runs: int = 1, scratch: str | None = None) -
     return result
 
 
-# The paper's seconds (Table 1), per DML and statement count (as binlogsync_dev.paper_timing).
-PAPER = {
-    "insert": {100: 77, 200: 154, 400: 306, 600: 587, 1000: 758},
-    "update": {100: 83, 200: 168, 400: 349, 600: 582, 1000: 1175},
-    "delete": {100: 143, 200: 289, 400: 664, 600: 698, 1000: 851},
-}
 SCRATCH_TABLE = "binlogsync_timing.t"
 NO_NATIVE = "no native replica is present in this site: only binlogsync was timed"
 

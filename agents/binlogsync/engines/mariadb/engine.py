@@ -39,7 +39,7 @@ from ...position import Position
 from ...tabledef import describe
 from ..base import Ambiguous, KeyPlan
 from . import checkpoint as checkpoints
-from . import failures
+from . import failures, loaddata
 from .pipeline import Pipeline, StatementFailed, execute
 from .schemachange import plan_ddl
 from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
@@ -98,6 +98,7 @@ class MariaDBEngine:
         self._conn: Any = None
         self._packet_bytes = max_bytes
         self._strict = True  # the session's sql_mode is strict (decides the upsert guard)
+        self._load_data = False  # the server takes LOAD DATA LOCAL (@@local_infile)
         self._schema_ready = False
         self._doing = ""  # what the current call is doing, for messages
         self._executor: ThreadPoolExecutor | None = None
@@ -184,12 +185,16 @@ class MariaDBEngine:
 
     def _open(self) -> Any:
         self._doing = "connecting"
+        loaddata.install()
         try:
             conn = mysql.open_connection(
                 self.db,
                 charset="utf8mb4",
                 autocommit=False,
                 connect_timeout=self.connect_timeout,
+                # large upserts may go as LOAD DATA LOCAL, whose rows come only from memory
+                # (loaddata.py refuses any file the server names)
+                local_infile=True,
             )
         except (pymysql.err.MySQLError, OSError) as exc:
             raise self.translate(exc, None, None, None) from exc
@@ -199,10 +204,11 @@ class MariaDBEngine:
                 found = cur.fetchone()
                 mode = session_sql_mode(str(found[0] if found else ""))
                 cur.execute("SET SESSION time_zone = '+00:00', sql_mode = %s", (mode,))
-                cur.execute("SELECT @@max_allowed_packet, @@SESSION.sql_mode")
+                cur.execute("SELECT @@max_allowed_packet, @@SESSION.sql_mode, @@local_infile")
                 row = cur.fetchone()
             packet = int(row[0]) if row else 16 * 1024 * 1024
             modes = set(str(row[1] if row else "").upper().split(","))
+            self._load_data = bool(row and int(row[2]))
             strict = bool(modes & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})
             if strict != self._strict:
                 self.tables.forget()
@@ -313,7 +319,9 @@ class MariaDBSession:
         escapes = (
             not cursor.connection.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES
         )
-        self.builder = StatementBuilder(engine.max_rows, engine._packet_bytes, bulk=escapes)
+        self.builder = StatementBuilder(
+            engine.max_rows, engine._packet_bytes, bulk=escapes, load=engine._load_data
+        )
         engine.tables.before_query = self.pipeline.wait  # one statement at a time
         self._open = True
 

@@ -18,6 +18,7 @@ import pymysql
 from pymysql import converters
 from pymysql.constants import SERVER_STATUS
 
+from . import loaddata
 from .statements import Statement
 
 
@@ -31,7 +32,10 @@ class StatementFailed(Exception):
 
 
 def execute(cursor: Any, statement: Statement) -> None:
-    cursor.execute(statement.sql, statement.params)
+    if statement.load is not None:
+        loaddata.execute(cursor, statement.sql, *statement.load)
+    else:
+        cursor.execute(statement.sql, statement.params)
 
 
 _TABLE = converters._escape_table  # what the driver's escape_string translates with

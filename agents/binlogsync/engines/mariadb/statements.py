@@ -39,7 +39,7 @@ from ...errors import ApplyError, NoPrimaryKeyError, SchemaMismatchError
 from ...model import Change, Row
 from ...mysql import ident, qualified
 from ...position import Position
-from . import literals
+from . import literals, loaddata
 from .literals import _PASS, NotBulk, convert
 
 DEFAULT_MAX_ROWS = 2000
@@ -47,8 +47,10 @@ DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 # A change of at least this many rows has its statements written column by column, already
 # bound (literals.py), when the builder's `bulk` is on.
 BULK_ROWS = 256
+# A LOAD DATA statement takes up to this many pieces of `max_rows` rows (loaddata.py).
+LOAD_PIECES = 16
 
-StatementKind = Literal["upsert", "delete", "truncate"]
+StatementKind = Literal["upsert", "delete", "truncate", "load"]
 
 # Column EXTRA values of generated columns (MariaDB: VIRTUAL/STORED GENERATED, older PERSISTENT;
 # MySQL 8 also has DEFAULT_GENERATED, which is an ordinary column with an expression default).
@@ -102,6 +104,7 @@ class TableInfo:
     unique_keys: tuple[tuple[str, ...], ...] = ()  # unique keys other than the primary key
     foreign_keys: bool = False  # the table has foreign keys, or other tables refer to it
     triggers: bool = False  # the table has triggers (that the account may see)
+    bit_columns: frozenset[str] = frozenset()  # lower-cased names of BIT columns
 
     def missing(self, columns: Iterable[str]) -> list[str]:
         """Columns of a change that the target table lacks (names compare case-insensitively)."""
@@ -125,6 +128,11 @@ class Layout:
     unique_keys: bool = False  # the target table has unique keys besides its primary key
     foreign_keys: bool = False  # the target table has foreign keys, or is referred to by one
     triggers: bool = False  # the target table has triggers
+    # The written columns' quoted names and the quoted table (`%` doubled, as in the SQL
+    # above), and whether REPLACE means what the upsert means here (loaddata.py).
+    write_names: tuple[str, ...] = ()
+    target: str = ""
+    replaceable: bool = False
 
     @classmethod
     def build(cls, info: TableInfo, columns: Sequence[str], guard: bool = True) -> Layout:
@@ -201,7 +209,22 @@ class Layout:
             unique_keys=bool(info.unique_keys),
             foreign_keys=info.foreign_keys,
             triggers=info.triggers,
+            write_names=tuple(names),
+            target=table,
+            replaceable=_replaceable(info, {columns[i].lower() for i in write}),
         )
+
+
+def _replaceable(info: TableInfo, written: set[str]) -> bool:
+    """True when REPLACE of a row does exactly what the upsert does (loaddata.py): no unique
+    key but the primary key (REPLACE deletes a row clashing on another one, where the
+    guarded upsert fails), no foreign key or trigger (REPLACE may delete, then insert), no
+    BIT column (LOAD DATA reads a field's digits as bytes there), and every column of the
+    target written (REPLACE gives a column it does not write its default; the upsert of an
+    existing row keeps its value)."""
+    if info.unique_keys or info.foreign_keys or info.triggers or info.bit_columns:
+        return False
+    return all(c.lower() in written for c in info.columns if c.lower() not in info.generated)
 
 
 # -- statements --------------------------------------------------------------------------------
@@ -219,6 +242,8 @@ class Statement:
     rows: int
     first: Position | None = None
     last: Position | None = None
+    # a "load": the file name its SQL asks for, the rows, their packet size (loaddata.py)
+    load: tuple[str, bytes, int] | None = None
 
     @property
     def where(self) -> str:
@@ -268,12 +293,14 @@ class StatementBuilder:
         max_rows: int = DEFAULT_MAX_ROWS,
         max_bytes: int = DEFAULT_MAX_BYTES,
         bulk: bool = False,
+        load: bool = False,
     ):
         if max_rows < 1 or max_bytes < 1:
             raise ValueError("max_rows and max_bytes must be positive")
         self.max_rows = max_rows
         self.max_bytes = max_bytes
         self.bulk = bulk
+        self.load = load and bulk
         self._group: _Group | None = None
         self._done: list[Statement] = []
         # When set, every statement starts there (it carries a reduced group: reduce.py).
@@ -283,7 +310,14 @@ class StatementBuilder:
         self, change: Change, layout: Layout, position: Position | None = None
     ) -> list[Statement]:
         kind = change.kind
-        if self.bulk and change.row_count >= BULK_ROWS and self._bulk(change, layout, position):
+        if (
+            self.bulk
+            and change.row_count >= BULK_ROWS
+            and (
+                (self.load and layout.replaceable and self._load(change, layout, position))
+                or self._bulk(change, layout, position)
+            )
+        ):
             done, self._done = self._done, []
             return done
         if kind == "insert":
@@ -319,6 +353,57 @@ class StatementBuilder:
         return done
 
     # -- internals ---------------------------------------------------------------------------
+    def _load(self, change: Change, layout: Layout, position: Position | None) -> bool:
+        """`change` (an insert, or an update that changes no key, into a `replaceable`
+        table) as LOAD DATA statements of up to `LOAD_PIECES` × `max_rows` rows or about
+        `max_bytes` of data; False when it must be built otherwise (`NotBulk`)."""
+        if change.kind == "update":
+            get = itemgetter(*layout.key)
+            if any(map(ne, map(get, change.before), map(get, change.after))):
+                return False
+        elif change.kind != "insert":
+            return False
+        image, step = change.after, self.max_rows
+        try:
+            pieces = [
+                (
+                    len(image[start : start + step]),
+                    *loaddata.rows(image[start : start + step], layout.write),
+                )
+                for start in range(0, len(image), step)
+            ]
+        except NotBulk:
+            return False
+        self._close()
+        first = position if self.span_from is None else self.span_from
+        names = [name % () for name in layout.write_names]
+        target = layout.target % ()
+        taken: list[bytes] = []
+        count, size, flags = 0, 0, None
+
+        def close() -> None:
+            if taken and flags is not None:
+                sql, name = loaddata.statement(target, names, flags)
+                self._done.append(
+                    Statement(
+                        "load", layout.schema, layout.table, sql, None, count, first, position,
+                        (name, b"".join(taken), self.max_bytes),
+                    )
+                )  # fmt: skip
+
+        for rows, data, hexed in pieces:
+            if taken and (
+                hexed != flags or size + len(data) > self.max_bytes or len(taken) >= LOAD_PIECES
+            ):
+                close()
+                taken, count, size = [], 0, 0
+            flags = hexed
+            taken.append(data)
+            count += rows
+            size += len(data)
+        close()
+        return True
+
     def _bulk(self, change: Change, layout: Layout, position: Position | None) -> bool:
         """`change` as already-bound statements (see the class); False when it must be built
         row by row (a key-changing update, a value only the driver escapes, too few rows).

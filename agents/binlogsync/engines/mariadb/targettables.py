@@ -66,7 +66,7 @@ class TargetTables:
             return info
         self.before_query()
         cursor.execute(
-            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, EXTRA FROM information_schema.COLUMNS "
+            "SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, EXTRA, DATA_TYPE FROM information_schema.COLUMNS "
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
             (schema, table),
         )
@@ -115,6 +115,7 @@ class TargetTables:
             tuple(tuple(columns) for columns in unique.values()),
             bool(found and found[0]),
             bool(found and found[1]),
+            frozenset(r[2].lower() for r in rows if str(r[4]).lower() == "bit"),
         )
         self._tables[(schema, table)] = info
         return info

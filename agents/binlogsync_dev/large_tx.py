@@ -7,6 +7,8 @@ returns (native); the row data are then compared with CHECKSUM TABLE. Beside eac
 the peak resident memory of every binlogsync agent while it replicated that one transaction
 (Linux VmHWM, reset through /proc/PID/clear_refs before each statement): the issue's bound is
 200 MB per agent, where a 1M-row INSERT once took the origin agent to 615 MB and never arrived.
+And the CPU seconds each agent, the target's server and the native replica's server used from
+the statement's start until both were equal: where the time goes.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .localsite import LocalSite
+from .oltp_bench import cpu_seconds
 from .paper_timing import Clock, machine, start_servers
 from .sandbox import Sandbox, Server
 
@@ -39,6 +42,8 @@ class Cell:
     seconds: float  # COMMIT returned → target equal (binlogsync)
     native_seconds: float  # COMMIT returned → native replica equal
     peak_rss_mb: dict[str, float]
+    # statement start → both equal: each agent, "target db" and "replica db" (their mariadbd)
+    cpu_seconds: dict[str, float]
 
 
 def _statement(dml: str, rows: int) -> str:
@@ -62,6 +67,9 @@ def measure(site: LocalSite, clock: Clock, dml: str, rows: int) -> Cell:
     origin, target, replica = clock.origin, clock.target, clock.replica
     for name in AGENTS:
         site.reset_peak_rss(name)
+    pids = {name: site.pid(name) for name in AGENTS}
+    pids |= {"target db": target.pid, "replica db": replica.pid}
+    cpu = {name: cpu_seconds(pid) for name, pid in pids.items()}
     with origin.connect(SCHEMA) as conn, conn.cursor() as cur:
         start = time.perf_counter()
         cur.execute(_statement(dml, rows))
@@ -70,6 +78,7 @@ def measure(site: LocalSite, clock: Clock, dml: str, rows: int) -> Cell:
         cur.execute("SELECT @@gtid_binlog_pos")
         gtid = cur.fetchone()[0]
     done = clock.wait(gtid)
+    cpu = {name: round(cpu_seconds(pid) - cpu[name], 1) for name, pid in pids.items()}
     want = _checksum(origin)
     for server in (target, replica):
         if _checksum(server) != want:
@@ -81,6 +90,7 @@ def measure(site: LocalSite, clock: Clock, dml: str, rows: int) -> Cell:
         round(done["ours"] - committed, 2),
         round(done["native"] - committed, 2),
         {name: round(site.peak_rss_mb(name), 1) for name in AGENTS},
+        cpu,
     )
 
 
@@ -129,6 +139,14 @@ def render(cells: list[Cell]) -> str:
             f"{c.dml:7}{c.rows:>10,}{c.origin_seconds:>10.1f}{c.seconds:>9.1f}"
             f"{c.native_seconds:>10.1f}{c.seconds / max(c.native_seconds, 0.01):>12.2f}x"
             f"{rss['hub']:>8.0f}{rss['origin']:>11.0f}{rss['target']:>11.0f}"
+        )
+    lines += ["", "CPU seconds from the statement's start until both are equal:"]
+    lines.append(
+        f"{'DML':7}{'ROWS':>10}" + "".join(f"{n.upper():>12}" for n in cells[0].cpu_seconds)
+    )
+    for c in cells:
+        lines.append(
+            f"{c.dml:7}{c.rows:>10,}" + "".join(f"{v:>12.1f}" for v in c.cpu_seconds.values())
         )
     worst = max(max(c.peak_rss_mb.values()) for c in cells)
     lines += ["", f"worst peak RSS of any agent: {worst:.0f} MB (bound {RSS_BOUND_MB} MB)"]

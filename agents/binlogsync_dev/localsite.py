@@ -174,11 +174,15 @@ class LocalSite:
         )
         self.agents[name].config.write_text(text)
 
-    def peak_rss_mb(self, name: str) -> float:
-        """The agent process's peak resident memory so far (Linux VmHWM), in MiB."""
+    def pid(self, name: str) -> int:
+        """The running agent's process id."""
         process = self.agents[name].process
         assert process is not None, f"{name} is not running"
-        for line in Path(f"/proc/{process.pid}/status").read_text().splitlines():
+        return int(process.pid)
+
+    def peak_rss_mb(self, name: str) -> float:
+        """The agent process's peak resident memory so far (Linux VmHWM), in MiB."""
+        for line in Path(f"/proc/{self.pid(name)}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
         raise RuntimeError("no VmHWM in /proc (not Linux?)")

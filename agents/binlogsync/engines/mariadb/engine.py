@@ -208,7 +208,11 @@ class MariaDBEngine:
                 row = cur.fetchone()
             packet = int(row[0]) if row else 16 * 1024 * 1024
             modes = set(str(row[1] if row else "").upper().split(","))
-            self._load_data = bool(row and int(row[2]))
+            # MariaDB only: MySQL turns a value strict mode refuses into a warning under
+            # LOAD DATA LOCAL, where the upsert fails (loaddata.py)
+            self._load_data = bool(row and int(row[2])) and "mariadb" in (
+                conn.get_server_info().lower()
+            )
             strict = bool(modes & {"STRICT_TRANS_TABLES", "STRICT_ALL_TABLES"})
             if strict != self._strict:
                 self.tables.forget()

@@ -5,10 +5,11 @@ tab-separated fields faster than it parses a multi-row INSERT … ON DUPLICATE K
 When (statements.py decides): a change of `BULK_ROWS` rows or more that inserts rows or
 updates them without changing their key, into a table where REPLACE means what the upsert
 means (`Layout.replaceable`: no other unique key, foreign key, trigger or BIT column, and every
-column written), on a session that takes backslash escapes, of a server with `local_infile`
-on. Everything else keeps the upsert. Strict mode refuses an out-of-range or too long value
-in LOAD DATA LOCAL as it refuses it in an INSERT (tests/integration/test_load_data.py), so
-the errors are the same too.
+column written), on a session that takes backslash escapes, of a MariaDB server with
+`local_infile` on. Everything else keeps the upsert. MariaDB's strict mode refuses an
+out-of-range or too long value in LOAD DATA LOCAL as it refuses it in an INSERT
+(tests/integration/test_load_data.py), so the errors are the same too. MySQL makes such a
+value a warning under LOCAL and loads it cut, so MySQL targets keep the upsert.
 
 The fields: LOAD DATA's defaults (tab between fields, newline after a row, backslash escapes:
 `\\\\`, `\\t`, `\\n`, `\\r`, `\\0`; `\\N` is NULL), in utf8mb4; bytes go as hex into a user

@@ -209,6 +209,7 @@ def test_a_server_asking_for_another_file_gets_nothing(
     q(conn, "CREATE TABLE stolen (id INT PRIMARY KEY, v VARCHAR(100))")
     loaddata.install()
     c = server.connect(local_infile=True)
+    loaddata.mark(c)  # as the apply engine marks its connections
     try:
         with c.cursor() as cur:
             with pytest.raises(pymysql.err.OperationalError, match="did not offer"):
@@ -225,3 +226,23 @@ def test_a_server_asking_for_another_file_gets_nothing(
     finally:
         c.close()
     assert q(conn, "SELECT COUNT(*) FROM stolen") == [(0,)]
+
+
+def test_connections_not_marked_keep_pymysqls_own_sender(
+    conn: pymysql.Connection, server: Server, dbname: str, tmp_path: Any
+) -> None:
+    """The replaced sender leaves every other connection of the process as PyMySQL made it: a
+    LOAD DATA LOCAL of a real file (as tests/integration/test_capture_limits.py writes its
+    origin's rows) still loads it."""
+    data = tmp_path / "rows.tsv"
+    data.write_text("1\tone\n2\ttwo\n")
+    q(conn, "CREATE TABLE loaded (id INT PRIMARY KEY, v VARCHAR(10))")
+    loaddata.install()
+    c = server.connect(local_infile=True)
+    try:
+        with c.cursor() as cur:
+            cur.execute(f"LOAD DATA LOCAL INFILE '{data}' INTO TABLE `{dbname}`.loaded")
+        c.commit()
+    finally:
+        c.close()
+    assert q(conn, "SELECT id, v FROM loaded ORDER BY id") == [(1, "one"), (2, "two")]

@@ -198,6 +198,7 @@ class MariaDBEngine:
             )
         except (pymysql.err.MySQLError, OSError) as exc:
             raise self.translate(exc, None, None, None) from exc
+        loaddata.mark(conn)
         try:
             with conn.cursor() as cur:
                 cur.execute("SELECT @@GLOBAL.sql_mode")

@@ -20,9 +20,11 @@ change as upserts.
 
 From memory: the server answers LOAD DATA LOCAL by naming the file it wants, and PyMySQL then
 opens that name. `install()` replaces PyMySQL's sender (`connections._send_local_file`, a
-private function: pyproject.toml pins PyMySQL to 1.2.x) with one that sends only the bytes this
-module put on the connection, and only for the name it put in the statement. Any other name,
-such as a server asking for a file of the agent's host, is refused, and no file is ever read.
+private function: pyproject.toml pins PyMySQL to 1.2.x) with one that, on a connection `mark`ed
+as an apply connection, sends only the bytes this module put on it, and only for the name it
+put in the statement. Any other name, such as a server asking for a file of the agent's host,
+is refused, and no file is ever read. Connections not marked (anyone else's in the same
+process) keep PyMySQL's own sender.
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ _ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\
 _SPECIAL = re.compile("[\\\\\t\n\r\x00]")
 _PACKET = 1 << 20  # bytes per packet of data, at most (and below max_allowed_packet)
 _names = itertools.count(1)
-_ATTRIBUTE = "_binlogsync_load"  # (name, data) of the statement running on a connection
+# On a marked connection: None, or (name, data, packet size) of the statement running on it
+_ATTRIBUTE = "_binlogsync_load"
+_pymysql_sender = connections._send_local_file
 
 
 def field(value: Any) -> str:
@@ -123,9 +127,12 @@ def _send_from_memory(filename: str | bytes, conn: Any) -> None:
     """PyMySQL's `_send_local_file`, for LOAD DATA LOCAL: the bytes `execute` offered for
     this name, or a refusal (the caller then tells the server the file is empty, and the
     server's own error follows)."""
+    if not hasattr(conn, _ATTRIBUTE):
+        _pymysql_sender(filename, conn)  # not an apply connection: PyMySQL's own way
+        return
     if isinstance(filename, bytes):  # as the server's packet carries it
         filename = filename.decode("utf-8", "replace")
-    offered = getattr(conn, _ATTRIBUTE, None)
+    offered = getattr(conn, _ATTRIBUTE)
     if offered is None or offered[0] != filename:
         raise err.OperationalError(
             ER.FILE_NOT_FOUND,
@@ -136,6 +143,12 @@ def _send_from_memory(filename: str | bytes, conn: Any) -> None:
     view = memoryview(data)
     for start in range(0, len(view), packet):
         conn.write_packet(view[start : start + packet])
+
+
+def mark(connection: Any) -> None:
+    """Make `connection` an apply connection: LOAD DATA LOCAL sends it only what `execute`
+    offers."""
+    setattr(connection, _ATTRIBUTE, None)
 
 
 def install() -> None:

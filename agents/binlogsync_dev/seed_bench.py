@@ -36,6 +36,7 @@ import resource
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -53,6 +54,9 @@ from .verify import caught_up, origin_gtid
 
 SCHEMA, TABLE, DUMPED = "bench", "orders", "bench_dump"
 MYDUMPER_ROWS = 100_000  # mydumper --rows: chunks of a table, so that -t 2 dumps it in two
+# How long mydumper may take before it counts as hung (plus a second per 20,000 rows), and how
+# often it is started
+MYDUMPER_SECONDS, MYDUMPER_ATTEMPTS = 60.0, 2
 DDL = (
     f"CREATE TABLE `{TABLE}` (id BIGINT NOT NULL PRIMARY KEY, customer_id INT NOT NULL, "
     "status ENUM('new','paid','shipped','cancelled') NOT NULL, amount DECIMAL(12,2) NOT NULL, "
@@ -197,21 +201,40 @@ def _dump_restore(origin: Server, target: Server, meter: CpuMeter) -> tuple[floa
     return seconds, cpu
 
 
-def _mydumper(origin: Server, target: Server, folder: Path, meter: CpuMeter) -> tuple[float, float]:
-    """mydumper of the table into `folder`, then myloader of it into DUMPED; both timed."""
+def _mydumper(
+    origin: Server, target: Server, folder: Path, meter: CpuMeter, rows: int
+) -> tuple[float, float]:
+    """mydumper of the table (about `rows` rows) into `folder`, then myloader of it into
+    DUMPED; both timed."""
     with target.connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{DUMPED}`")
         cur.execute(f"CREATE DATABASE `{DUMPED}`")
-    shutil.rmtree(folder, ignore_errors=True)
-    meter.start()
-    start = time.perf_counter()
     # 0.10: `--tables-list` silently dumps nothing; `--regex` selects the table.
-    dumped = subprocess.run(
-        ["mydumper", "-h", "127.0.0.1", "-P", str(origin.port), "-u", "root",
-         "--trx-consistency-only", "-t", "2", "--rows", str(MYDUMPER_ROWS),
-         "--regex", rf"^{SCHEMA}\.{TABLE}$", "-o", str(folder), "-v", "1"],
-        capture_output=True,
-    )  # fmt: skip
+    command = [
+        "mydumper", "-h", "127.0.0.1", "-P", str(origin.port), "-u", "root",
+        "--trx-consistency-only", "-t", "2", "--rows", str(MYDUMPER_ROWS),
+        "--regex", rf"^{SCHEMA}\.{TABLE}$", "-o", str(folder), "-v", "1",
+    ]  # fmt: skip
+    limit = MYDUMPER_SECONDS + rows / 20_000
+    for attempt in range(1, MYDUMPER_ATTEMPTS + 1):
+        shutil.rmtree(folder, ignore_errors=True)
+        meter.start()
+        start = time.perf_counter()
+        try:
+            dumped = subprocess.run(command, capture_output=True, timeout=limit)
+            break
+        except subprocess.TimeoutExpired:
+            # mydumper 0.10 now and then deadlocks (two threads left, both in a futex
+            # wait, no query running): its run is timed again from the start
+            print(
+                f"mydumper hung for {limit:.0f} s (attempt {attempt} of {MYDUMPER_ATTEMPTS}): "
+                "killed" + (", running it again" if attempt < MYDUMPER_ATTEMPTS else ""),
+                file=sys.stderr,
+            )
+    else:
+        raise RuntimeError(
+            f"mydumper hung {MYDUMPER_ATTEMPTS} times (over {limit:.0f} s each): no anchor"
+        )
     loaded = subprocess.run(
         ["myloader", "-h", "127.0.0.1", "-P", str(target.port), "-u", "root", "-t", "2",
          "-s", SCHEMA, "-B", DUMPED, "-d", str(folder), "-o", "-v", "1"],
@@ -255,7 +278,9 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
     meter = CpuMeter([origin.pid, target.pid, *agents])
     with Writer(origin, rows) as writer:
         dump_seconds, dump_cpu = _dump_restore(origin, target, meter)
-        mydumper_seconds, mydumper_cpu = _mydumper(origin, target, scratch / "mydumper", meter)
+        mydumper_seconds, mydumper_cpu = _mydumper(
+            origin, target, scratch / "mydumper", meter, rows
+        )
         # A new target, as the anchors restore into a new database: the table empty (the
         # previous run's seed filled it; the seed's first chunk would delete those rows in one
         # transaction, work the anchors do not do).

@@ -11,8 +11,11 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from binlogsync_dev.sandbox import Sandbox
 
 pytestmark = pytest.mark.integration
 AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code, not an install
@@ -40,3 +43,41 @@ def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
     assert cell["ratio"] > 0 and cell["ratio_mydumper"] > 0
     assert cell["equal"] is True
     assert list(tmp_path.glob("binlogsync-bench-*")) == []  # the sandbox is removed
+
+
+@pytest.mark.skipif(shutil.which("mydumper") is None, reason="mydumper is not installed")
+@pytest.mark.timeout(120)
+def test_a_hung_mydumper_is_killed_and_run_again(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """mydumper 0.10 now and then deadlocks (it once held a full suite for 9 minutes): the
+    anchor's run is killed after its limit and timed again, instead of hanging the bench."""
+    from binlogsync_dev import seed_bench
+
+    origin, target = sandbox.start("hang-origin"), sandbox.start("hang-target")
+    with origin.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{seed_bench.SCHEMA}`")
+        cur.execute(f"USE `{seed_bench.SCHEMA}`")
+        cur.execute(seed_bench.DDL)
+        cur.execute(seed_bench.FILL.format(lo=1, hi=500))
+        conn.commit()
+    # The first start hangs as the real deadlock does (no query, just waiting); the second
+    # is the real mydumper.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    real = shutil.which("mydumper")
+    (fake / "mydumper").write_text(
+        "#!/bin/sh\n"
+        f"if [ ! -e {tmp_path}/hung-once ]; then touch {tmp_path}/hung-once; exec sleep 600; fi\n"
+        f'exec {real} "$@"\n'
+    )
+    (fake / "mydumper").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    monkeypatch.setattr(seed_bench, "MYDUMPER_SECONDS", 3.0)
+    meter = seed_bench.CpuMeter([origin.pid, target.pid])
+    seconds, _cpu = seed_bench._mydumper(origin, target, tmp_path / "dump", meter, 500)
+    assert (tmp_path / "hung-once").exists()
+    assert 0 < seconds < 3.0  # the second, real run's time only
+    assert "mydumper hung for 3 s (attempt 1 of 2): killed, running it again" in (
+        capsys.readouterr().err
+    )

@@ -16,7 +16,7 @@ import pytest
 from applykit import Recording
 from binlogsync.config import DatabaseSettings
 from binlogsync.engines.mariadb import loaddata
-from binlogsync.errors import ApplyError
+from binlogsync.errors import ApplyError, ConstraintError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync_dev.sandbox import Sandbox, Server
@@ -172,6 +172,22 @@ KEPT: dict[str, tuple[str, tuple[str, ...], Any]] = {
         lambda i, turn: (i, f"v{turn}", i % 256),
     ),
 }
+
+
+def test_a_null_for_a_not_null_column_is_refused_as_the_upsert_refuses_it(
+    conn: pymysql.Connection, settings: DatabaseSettings, dbname: str
+) -> None:
+    """LOAD DATA says 1263 where an INSERT says 1048: both are the same ConstraintError."""
+    q(conn, "CREATE TABLE strict (id INT PRIMARY KEY, n INT NOT NULL)")
+    rows = (*((i, i) for i in range(1, ROWS + 1)), (ROWS + 1, None))
+    change = Change("insert", dbname, "strict", ("id", "n"), (), rows)
+    for origin, load in ((f"{dbname}-load", True), (f"{dbname}-upsert", False)):
+        q(conn, f"SET GLOBAL local_infile = {int(load)}")
+        with Recording(settings, origin, reduce=False) as applier:
+            with pytest.raises(ConstraintError, match="the target refused a row"):
+                applier.apply([Transaction(pos(1), 1.7e9, (change,))])
+            assert [s.kind for s in applier.statements][-1:] == ["load" if load else "upsert"]
+    assert q(conn, "SELECT COUNT(*) FROM strict") == [(0,)]
 
 
 @pytest.mark.parametrize("why", list(KEPT))

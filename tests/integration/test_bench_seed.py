@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,16 +26,22 @@ AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code
 @pytest.mark.timeout(600)
 def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
     tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
-    result = subprocess.run(
+    # Its own session: if it has to be killed, its servers, agents and tools go with it
+    # (a hung mydumper once left them all running after the timeout killed the bench alone).
+    bench = subprocess.Popen(
         [sys.executable, "-m", "binlogsync_dev", "bench", "seed", "--sizes", "20000",
          "--runs", "2", "--parallel", "2", "--json", "--dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": AGENTS},
-        timeout=540,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": AGENTS}, start_new_session=True,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr[-3000:]
-    (cell,) = json.loads(result.stdout)
+    try:
+        stdout, stderr = bench.communicate(timeout=540)
+    except subprocess.TimeoutExpired:
+        os.killpg(bench.pid, signal.SIGKILL)
+        stdout, stderr = bench.communicate()
+        pytest.fail(f"bench seed did not end within 540 s: {stderr[-3000:]}")
+    assert bench.returncode == 0, stderr[-3000:]
+    (cell,) = json.loads(stdout)
     assert cell["rows"] == 20_000 and cell["runs"] == 2 and cell["parallel"] == 2
     for name in ("dump_seconds", "mydumper_seconds", "seed_seconds", "in_sync_seconds",
                  "dump_cpu", "mydumper_cpu", "seed_cpu"):  # fmt: skip

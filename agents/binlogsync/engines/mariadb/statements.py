@@ -128,10 +128,9 @@ class Layout:
     unique_keys: bool = False  # the target table has unique keys besides its primary key
     foreign_keys: bool = False  # the target table has foreign keys, or is referred to by one
     triggers: bool = False  # the target table has triggers
-    # The written columns' quoted names and the quoted table (`%` doubled, as in the SQL
-    # above), and whether REPLACE means what the upsert means here (loaddata.py).
+    # The written columns' quoted names (`%` doubled, as in the SQL above), and whether
+    # REPLACE means what the upsert means here (loaddata.py).
     write_names: tuple[str, ...] = ()
-    target: str = ""
     replaceable: bool = False
 
     @classmethod
@@ -210,7 +209,6 @@ class Layout:
             foreign_keys=info.foreign_keys,
             triggers=info.triggers,
             write_names=tuple(names),
-            target=table,
             replaceable=_replaceable(info, {columns[i].lower() for i in write}),
         )
 
@@ -225,6 +223,14 @@ def _replaceable(info: TableInfo, written: set[str]) -> bool:
     if info.unique_keys or info.foreign_keys or info.triggers or info.bit_columns:
         return False
     return all(c.lower() in written for c in info.columns if c.lower() not in info.generated)
+
+
+def _moves_key(change: Change, layout: Layout) -> bool:
+    """An update that changes the target's primary key of some row."""
+    if change.kind != "update":
+        return False
+    get = itemgetter(*layout.key)
+    return any(map(ne, map(get, change.before), map(get, change.after)))
 
 
 # -- statements --------------------------------------------------------------------------------
@@ -357,27 +363,18 @@ class StatementBuilder:
         """`change` (an insert, or an update that changes no key, into a `replaceable`
         table) as LOAD DATA statements of up to `LOAD_PIECES` × `max_rows` rows or about
         `max_bytes` of data; False when it must be built otherwise (`NotBulk`)."""
-        if change.kind == "update":
-            get = itemgetter(*layout.key)
-            if any(map(ne, map(get, change.before), map(get, change.after))):
-                return False
-        elif change.kind != "insert":
+        if change.kind not in ("insert", "update") or _moves_key(change, layout):
             return False
         image, step = change.after, self.max_rows
+        chunks = [image[start : start + step] for start in range(0, len(image), step)]
         try:
-            pieces = [
-                (
-                    len(image[start : start + step]),
-                    *loaddata.rows(image[start : start + step], layout.write),
-                )
-                for start in range(0, len(image), step)
-            ]
+            pieces = [(len(chunk), *loaddata.rows(chunk, layout.write)) for chunk in chunks]
         except NotBulk:
             return False
         self._close()
         first = position if self.span_from is None else self.span_from
         names = [name % () for name in layout.write_names]
-        target = layout.target % ()
+        target = qualified(layout.schema, layout.table) % ()
         taken: list[bytes] = []
         count, size, flags = 0, 0, None
 
@@ -418,10 +415,8 @@ class StatementBuilder:
             raw_prefix, raw_suffix = layout.delete_prefix, ")"
             row = self._delete
         elif kind == "insert" or kind == "update":
-            if kind == "update":
-                get = itemgetter(*layout.key)
-                if any(map(ne, map(get, change.before), map(get, change.after))):
-                    return False
+            if _moves_key(change, layout):
+                return False
             statement_kind, image, indices = "upsert", change.after, layout.write
             raw_prefix, raw_suffix = layout.upsert_prefix, layout.upsert_suffix
             row = self._upsert

@@ -174,6 +174,11 @@ class Sandbox:
         if (template / "mysql").is_dir():
             return template
         shutil.rmtree(template, ignore_errors=True)
+        # The bootstrap server's own temporary folder: a bootstrap starting in a shared /tmp
+        # deletes every `#sql-*` file there, including another bootstrap's temporary tables
+        # (two test workers making their templates at once failed with "Unknown table").
+        scratch = self.root / "template-tmp"
+        scratch.mkdir(parents=True, exist_ok=True)
         result = subprocess.run(
             [
                 _require("mariadb-install-db"),
@@ -184,6 +189,7 @@ class Sandbox:
                 "--skip-test-db",
                 "--skip-name-resolve",
                 "--innodb-log-file-size=8M",
+                f"--tmpdir={scratch}",
             ],
             capture_output=True,
             text=True,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,22 @@ def test_mariadb_tls_modes_that_connect(
 ) -> None:
     values = {k: str(certs.ca) if v == "CA" else v for k, v in values.items()}
     assert _cipher(_db(tls_mariadb, **values))  # a cipher: the session runs over TLS
+
+
+def test_preferred_connections_share_one_context_and_still_encrypt(tls_mariadb: Server) -> None:
+    # PyMySQL makes a context per connection in `preferred`, loading the system's CAs (~35 ms
+    # of CPU each): mysql.py makes it once. The sessions must still run over TLS.
+    conns = [mysql.connect(_db(tls_mariadb), "testing TLS") for _ in range(2)]
+    try:
+        assert conns[0].ctx is conns[1].ctx
+        assert conns[0].ctx.verify_mode == ssl.CERT_NONE  # preferred checks no certificate
+        for conn in conns:
+            with conn.cursor() as cur:
+                cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+                assert cur.fetchone()[1]
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 def test_mariadb_verify_ca_accepts_another_name_verify_identity_refuses_it(

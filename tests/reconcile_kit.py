@@ -13,9 +13,9 @@ import pytest
 from binlogsync.config import DatabaseSettings
 from binlogsync.reconcile.job import run
 from binlogsync.reconcile.options import CLASS_CACHE
-from binlogsync.reconcile.plan import Options
 from binlogsync.reconcile.recheck import Diff
 from binlogsync.reconcile.report import Report
+from binlogsync.reconcile.settings import Options
 from binlogsync.reconcile.sparkapp import SparkSettings, SparkStart
 from binlogsync_dev.sandbox import Server
 

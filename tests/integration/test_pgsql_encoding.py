@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.reconcile import checksums, pgsql, postgres, schema
+from binlogsync.reconcile import checksums, choices, pgsql, postgres, schema
 from binlogsync.reconcile.checksums import Encoding
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Server
@@ -113,7 +113,7 @@ def test_postgresql_computes_mariadbs_encoding_byte_for_byte(
         source = schema.describe(cur, dbname, "t")
         assert source is not None
         pair = schema.TablePair(source, source, tuple(COLUMNS), ("id",))
-        encoding = Encoding.of([pair], "text", checksums.PORTABLE)
+        encoding = Encoding.of([pair], "text", choices.PORTABLE)
         cur.execute(checksums.row_hashes_sql(dbname, "t", ("id",), encoding, "TRUE"), [])
         mine = dict(cur.fetchall())
         cur.execute(checksums.column_hashes_sql(dbname, "t", ("id",), encoding, "TRUE"), [])
@@ -172,7 +172,7 @@ def test_a_zero_date_mapped_on_postgresql_is_a_difference(
         source = schema.describe(cur, dbname, "z")
         assert source is not None
         pair = schema.TablePair(source, source, ("id", "d", "dtm", "ts"), ("id",))
-        encoding = Encoding.of([pair], "text", checksums.PORTABLE)
+        encoding = Encoding.of([pair], "text", choices.PORTABLE)
         cur.execute(checksums.column_hashes_sql(dbname, "z", ("id",), encoding, "TRUE"), [])
         mine = {r[0]: r[1:] for r in cur.fetchall()}
     with pg.connect() as conn, conn.cursor() as cur:

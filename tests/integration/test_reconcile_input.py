@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from binlogsync.config import DatabaseSettings
-from binlogsync.reconcile.plan import Options
+from binlogsync.reconcile.settings import Options
 from binlogsync_dev.sandbox import Server, free_port
 from reconcile_kit import (
     ROWS,

@@ -17,8 +17,8 @@ import pytest
 from binlogsync.config import PostgresSettings
 from binlogsync.errors import ConfigError
 from binlogsync.reconcile.job import run
-from binlogsync.reconcile.plan import Options
 from binlogsync.reconcile.report import Report
+from binlogsync.reconcile.settings import Options
 from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Server

@@ -74,13 +74,10 @@ from typing import Any
 import pymysql
 
 from ..mysql import ident, qualified
+from .choices import HASHES, JSON_MODES, PORTABLE
 from .schema import TablePair
 
-JSON_MODES = ("text", "value")
-HASHES = ("crc", "sha1", "sha256")
-PORTABLE = "sha256"  # the hash whose encoding PostgreSQL computes too
 UTF8_CHARSETS = frozenset({"utf8mb4", "utf8mb3", "utf8", "ascii", "binary"})
-HASH_CHOICES = ("auto", *HASHES)
 _ROW = "@binlogsync_row"  # the session variable that holds a row's encoding for its second CRC
 
 

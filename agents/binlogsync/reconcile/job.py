@@ -37,11 +37,13 @@ from ..errors import BinlogsyncError, ConfigError
 from ..position import Position
 from . import chunks as chunking
 from . import dialects, passwords, pgsql, pinning, rowstage, schema, shipping, verified
-from .checksums import PORTABLE, Encoding, crc_available
+from .checksums import Encoding, crc_available
+from .choices import PORTABLE
 from .connections import close, connect
 from .pinning import Pin
-from .plan import Options, TableState
+from .plan import TableState
 from .report import Report, TableReport
+from .settings import Options
 from .sparkapp import SparkStart, is_local
 from .taskdata import ChunkResult, Context, Leaf, TableSpec, TargetSpec, TaskError
 

@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BinlogsyncError, ConfigError
-from .checksums import HASH_CHOICES, JSON_MODES
-from .pinning import PIN_MODES
-from .urls import parse_url
+from .choices import HASH_CHOICES, JSON_MODES, PIN_MODES
 
 if TYPE_CHECKING:
-    from .plan import Options
+    from .settings import Options
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
@@ -176,7 +174,8 @@ def _class_cache(text: str, env: Mapping[str, str]) -> Path | None:
 
 
 def options_from(args: argparse.Namespace, env: Mapping[str, str]) -> Options:
-    from .plan import Options
+    from .settings import Options
+    from .urls import parse_url
 
     return Options(
         source=parse_url(args.source, env, SOURCE_PASSWORD_ENV),
@@ -233,14 +232,14 @@ def run_from_args(args: argparse.Namespace, env: MutableMapping[str, str] | None
 
 
 def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
-    from .job import run
-    from .sparkapp import SparkSettings, SparkStart
-
-    if args.spark_server:
+    if args.spark_server:  # a client: it imports neither Spark nor the job
         from .server import submit
 
         options_from(args, environ)  # bad options fail here, before the server is asked
         return submit(args.spark_server, argv_of(args), environ, args.wait_timeout + 3600)
+
+    from .job import run
+    from .sparkapp import SparkSettings, SparkStart
 
     started = time.monotonic()
     options = options_from(args, environ)

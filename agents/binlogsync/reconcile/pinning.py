@@ -36,8 +36,8 @@ import pymysql
 from ..engines.mariadb import checkpoint as checkpoints
 from ..errors import PinError
 from ..position import Position, parse_state
+from .choices import PIN_MODES
 
-PIN_MODES = ("auto", "checkpoint", "gtid", "none")
 # Binlog events that are no transaction: a target need not apply anything for them.
 QUIET_EVENTS = frozenset(
     {"Format_desc", "Gtid_list", "Binlog_checkpoint", "Rotate", "Stop", "Start_encryption"}

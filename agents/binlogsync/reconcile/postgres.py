@@ -139,7 +139,8 @@ def applied(conn: Any, origin: str) -> Position | None:
 
 def detect(conn: Any, requested: str, origin: str | None, label: str) -> Pin:
     """The pin of a PostgreSQL target: its checkpoint, or none (a static copy)."""
-    from .pinning import PIN_MODES, choose_origin
+    from .choices import PIN_MODES
+    from .pinning import choose_origin
 
     if requested not in PIN_MODES:
         raise PinError(f"--pin must be one of {', '.join(PIN_MODES)}, not {requested!r}")

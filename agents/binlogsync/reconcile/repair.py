@@ -43,8 +43,8 @@ from .recheck import KEY_BATCH
 from .taskdata import Context, TableSpec
 
 if TYPE_CHECKING:
-    from .plan import Options
     from .report import Report
+    from .settings import Options
 
 REPAIRABLE = ("missing", "extra", "changed")
 

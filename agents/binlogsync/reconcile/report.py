@@ -42,7 +42,8 @@ from .taskdata import ChunkResult, Leaf, TaskError
 
 if TYPE_CHECKING:
     from .pinning import Pin
-    from .plan import Options, TableState
+    from .plan import TableState
+    from .settings import Options
 
 
 @dataclass
@@ -150,7 +151,7 @@ class Report:
         self.started_at = dt.datetime.now(dt.UTC)
         self.finished: float | None = None
         self.spark: dict[str, Any] = {}
-        self.hash = ""  # the per-row hash the run used (checksums.HASHES)
+        self.hash = ""  # the per-row hash the run used (choices.HASHES)
         self.position: Position | None = None  # the source's when planned; None: unpinned
         self.tables: list[TableReport] = []
         self.errors: list[str] = []  # errors not tied to one table

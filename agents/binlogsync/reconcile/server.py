@@ -126,7 +126,7 @@ class ReconcileServer(RunLoop):
         self.path = socket_path
         self.spark = spark  # sparkapp.SparkStart
         self.environ = environ
-        # A run's command line and environment as plan.Options (the CLI's own parsing, passed
+        # A run's command line and environment as settings.Options (the CLI's own parsing, passed
         # in by options.serve: the CLI starts the server, so the server does not import it).
         self.options_of = options_of
         self.runs = 0

@@ -50,9 +50,19 @@ def test_the_sensor_waits_for_an_offline_target_and_succeeds_once_it_caught_up(
         run = DagTest(site_env(airflow_home, s), f"wait_{mode}", folder=folder,
                       log=tmp_path / "dag.log")  # fmt: skip
         try:
-            behind = "transaction(s) to apply"
-            wait_until(lambda: behind in run.output() or run.proc.poll() is not None, 120, 0.2,
-                       "the sensor's first poke, behind")  # fmt: skip
+            # The target starts only once the waiting part has said it is behind: deferred,
+            # the trigger itself (started after the sensor's first poke, it could otherwise
+            # find the target caught up at once and never log, as on a loaded CI machine).
+            waiter = "TargetCaughtUpTrigger" if mode == "deferred" else "TargetCaughtUpSensor"
+
+            def behind() -> bool:
+                return any(
+                    "transaction(s) to apply" in line and waiter in line
+                    for line in run.output().splitlines()
+                )
+
+            wait_until(lambda: behind() or run.proc.poll() is not None, 120, 0.2,
+                       f"the {waiter}'s first check, behind")  # fmt: skip
             assert run.proc.poll() is None, run.output()[-4000:]  # still waiting
             s.start(target.name)
             result = run.wait(180)
@@ -61,5 +71,5 @@ def test_the_sensor_waits_for_an_offline_target_and_succeeds_once_it_caught_up(
                 run.proc.kill()
         assert result.ok, result.output[-4000:]
         if mode == "deferred":  # the wait ran in the trigger, not in a poking worker
-            assert "TargetCaughtUpTrigger" in result.output
+            assert "[DAG TEST] Trigger completed" in result.output
         wait_equal(s, dbname, ["t"])

@@ -107,11 +107,13 @@ class EventSource:
         table_maps: TableMapCache,
         *,
         fast: bool = True,
+        decode_only: frozenset[str] | None = None,
     ) -> None:
         self.stream = stream
         self.wanted = wanted
         self.table_maps = table_maps
         self.fast = fast
+        self.decode_only = decode_only  # RowsDecoder.of's `only`
         self.fast_events = 0  # events read here (for tests and benchmarks)
         self.fast_rows_events = 0  # of which Rows events of routed tables, decoded here
         self._decoders: dict[int, tuple[Any, RowsDecoder | None]] = {}
@@ -196,7 +198,7 @@ class EventSource:
             return cached[1]
         if len(self._decoders) > _CACHE_LIMIT:
             self._decoders.clear()
-        decoder = RowsDecoder.of(table)
+        decoder = RowsDecoder.of(table, self.decode_only)
         self._decoders[id(table)] = (table, decoder)  # keeps `table` alive: id() stays unique
         return decoder
 

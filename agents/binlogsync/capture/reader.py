@@ -139,6 +139,7 @@ class BinlogReader:
         cache_table_maps: bool = True,
         fast_events: bool = True,
         describe_tables: bool = True,
+        decode_only: frozenset[str] | None = None,
     ) -> None:
         self.db = db
         self.server_id = server_id
@@ -150,6 +151,9 @@ class BinlogReader:
         self.fast_events = fast_events  # False: the library reads every event (benchmarks)
         self.source: EventSource | None = None
         self.describe_tables = describe_tables  # a definition with each DDL change
+        # Only these columns' values are decoded where events.py reads the rows (the rest
+        # are None): for readers of keys (reconcile's changed.py), never for capture.
+        self.decode_only = decode_only
         self._describer: Any = None  # the connection that reads definitions, opened on need
         self._stopping = threading.Event()
         self._stream: Any = None
@@ -193,7 +197,11 @@ class BinlogReader:
 
     def transactions(self) -> Iterator[Transaction | Part]:
         source = self.source = EventSource(
-            self._open(), self._is_routed, self.table_maps, fast=self.fast_events
+            self._open(),
+            self._is_routed,
+            self.table_maps,
+            fast=self.fast_events,
+            decode_only=self.decode_only,
         )
         group: _Group | None = None
         doing = f"reading the binlog from {self.start}"

@@ -371,7 +371,9 @@ class _Builder:
                 expression = f"_str({value}, {self.name('enc', i, encoding)})"
         return [*lines, f"v{i} = {expression}", "p += n"]
 
-    def build(self, columns: list[Any]) -> RowReader:
+    def build(self, columns: list[Any], keep: frozenset[int] | None = None) -> RowReader:
+        """The reader of rows of `columns`; with `keep`, only those columns' values are made
+        (the others are stepped over, by their stored size, and come out as None)."""
         count = len(columns)
         null_bytes = (count + 7) // 8
         body = [
@@ -381,10 +383,18 @@ class _Builder:
             f"p += {null_bytes}",
         ]
         for i, column in enumerate(columns):
+            lines = self.column(i, column)
+            if keep is not None and i not in keep:
+                value = f"v{i} = "
+                lines = [
+                    f"{value}None" if line.startswith(value) else line
+                    for line in lines
+                    if not line.startswith("m = ")  # a SET's bits, only read for its value
+                ]
             body.append(f"if nulls & {1 << i}:")
             body.append(f"    v{i} = None")
             body.append("else:")
-            body.extend(f"    {line}" for line in self.column(i, column))
+            body.extend(f"    {line}" for line in lines)
         values = "".join(f"v{i}, " for i in range(count))
         body.append(f"return ({values}), p")
         source = "def read_row(data, p):\n" + "".join(f"    {line}\n" for line in body)
@@ -397,7 +407,7 @@ class _Builder:
 # The generated readers by the column attributes they depend on (names do not matter), so a
 # table map parsed again (another table id, the Table_map cache off, a second stream) costs a
 # look-up, not a compile (~130 µs for four columns).
-_READERS: dict[tuple[tuple[Any, ...], ...], RowReader] = {}
+_READERS: dict[tuple[Any, ...], RowReader] = {}
 _READERS_LIMIT = 1024
 _ATTRIBUTES = (
     "type", "unsigned", "character_set_name", "max_length", "length_size", "precision",
@@ -434,17 +444,22 @@ class RowsDecoder:
         self._read_row = read_row
 
     @classmethod
-    def of(cls, table: Any) -> RowsDecoder | None:
+    def of(cls, table: Any, only: frozenset[str] | None = None) -> RowsDecoder | None:
         """The decoder of a parsed Table_map, None when a column is one it leaves to the
-        library or has no name."""
+        library or has no name. With `only` (column names), the values of the other columns
+        are not made: they come out as None (for readers that need the keys alone, such as
+        reconcile's changed.py; never for what is applied)."""
         columns = list(table.columns)
         if not columns or any(not column.name for column in columns):
             return None
+        keep = None
+        if only is not None:
+            keep = frozenset(i for i, column in enumerate(columns) if column.name in only)
         try:
-            layout = tuple(_layout(column) for column in columns)
+            layout = (tuple(_layout(column) for column in columns), keep)
             read_row = _READERS.get(layout)
             if read_row is None:
-                read_row = _Builder().build(columns)
+                read_row = _Builder().build(columns, keep)
                 if len(_READERS) >= _READERS_LIMIT:
                     _READERS.clear()
                 _READERS[layout] = read_row

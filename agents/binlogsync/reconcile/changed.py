@@ -62,6 +62,7 @@ def changed_keys(
         since,
         TableFilter((f"{schema}.{table}",)),
         describe_tables=False,
+        decode_only=frozenset(key_columns),  # the other columns' values are never made
     )
     timer = threading.Timer(DEADLINE, reader.stop)  # transactions() returns soon after
     timer.daemon = True

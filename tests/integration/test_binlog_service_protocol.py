@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pymysql
 import pytest
@@ -32,6 +33,7 @@ from pymysqlreplication.row_event import WriteRowsEvent
 
 from binlogsync.binlogservice import server as service_server
 from binlogsync.binlogservice.handshake import scramble_for
+from binlogsync.binlogservice.index import Index
 from binlogsync.model import Change
 from binlogsync_dev.localsite import wait_until
 from servicekit import (
@@ -451,6 +453,66 @@ def test_a_dump_of_a_live_service_gets_what_comes_and_heartbeats(hand: HandLog) 
             assert queries[-2:] == ["ALTER TABLE t ADD c INT", "ALTER TABLE t ADD d INT"]
             assert gtids(seen) == ["1-900-1", "1-900-2", "1-900-3"]  # once each
         finally:
+            reader.close()
+            thread.join(5)
+
+
+def test_a_transaction_indexed_between_a_dumps_look_and_its_wait_is_sent(
+    hand: HandLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The dump looks at the index, finds nothing, and waits for the indexer's next change. A
+    transaction indexed between the look and the wait is that change: it must be sent, not
+    left until some later transaction wakes the dump (in a full suite run a replica waited
+    120 s for the tail of a burst this way). The test holds the dump between the two steps
+    while the transaction is indexed."""
+    hand.ddl("CREATE TABLE t (id INT PRIMARY KEY)")
+    need, go = threading.Event(), threading.Event()
+    armed = threading.Event()
+    real = Index.txs
+
+    def looked(self: Index, file: int, start: int, limit: int = 200) -> list[Any]:
+        found = real(self, file, start, limit)
+        if not found and armed.is_set():
+            armed.clear()
+            need.set()  # the test thread indexes a transaction now
+            assert go.wait(10)
+        return found
+
+    monkeypatch.setattr(Index, "txs", looked)
+    seen: list[object] = []
+    with running(hand) as service:
+        indexed(service, 1)
+        reader = BinLogStreamReader(
+            connection_settings={"host": "127.0.0.1", "port": service.address[1], "user": USER,
+                                 "password": PASSWORD},
+            server_id=4244, blocking=True, is_mariadb=True, auto_position="", slave_heartbeat=0.2,
+        )  # fmt: skip
+
+        done = threading.Event()
+
+        def read() -> None:
+            for event in reader:
+                seen.append(event)
+                if isinstance(event, QueryEvent) and event.query == "ALTER TABLE t ADD d INT":
+                    done.set()
+                    return
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: any(isinstance(e, HeartbeatLogEvent) for e in seen), 10, 0.02,
+                       "the dump idle, after the first transaction")  # fmt: skip
+            armed.set()
+            hand.ddl("ALTER TABLE t ADD c INT")  # wakes the dump; its next look finds nothing
+            assert need.wait(10), "the dump did not look again"
+            before = service.indexer.generation
+            hand.ddl("ALTER TABLE t ADD d INT")
+            wait_until(lambda: service.indexer.generation > before, 10, 0.01, "indexed")
+            go.set()
+            assert done.wait(5), "the transaction indexed meanwhile was not sent"
+            assert gtids(seen) == ["1-900-1", "1-900-2", "1-900-3"]
+        finally:
+            go.set()
             reader.close()
             thread.join(5)
 

@@ -295,6 +295,9 @@ class Dump:
         while True:
             if self.stopping.is_set() or self.me.stop.is_set():
                 return info, pos, False
+            # Read before the index: what the indexer commits after this query bumps it, so
+            # `_wait` sees the change (read after, a commit between the two was never sent).
+            generation = self.indexer.generation
             txs = self.index.txs(info.number, pos)
             self._read_ahead(txs)
             for tx in txs:
@@ -331,14 +334,14 @@ class Dump:
                 self.conn.queue(eof_packet())
                 self.conn.flush()
                 return info, pos, False
-            if not self._wait(info, pos):
+            if not self._wait(info, pos, generation):
                 return info, pos, False
 
-    def _wait(self, info: FileInfo, pos: int) -> bool:
-        """Wait for the indexer (heartbeats meanwhile); False when the dump should end."""
+    def _wait(self, info: FileInfo, pos: int, generation: int) -> bool:
+        """Wait until the indexer's generation is no longer `generation` (heartbeats
+        meanwhile); False when the dump should end."""
         self.conn.flush()
         indexer = self.indexer
-        generation = indexer.generation
         last_beat = time.monotonic()
         while generation == indexer.generation:
             if self.stopping.is_set() or self.me.stop.is_set() or self._client_gone():

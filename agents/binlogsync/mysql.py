@@ -156,7 +156,7 @@ def open_connection(
     connects again in cleartext (PyMySQL refuses the first: a context means required)."""
     args = {**db.connect_args(), **kwargs}
     if "ssl" not in args and not args.get("ssl_disabled"):
-        factory = _reusing_preferred_context(factory)
+        factory = reusing_preferred_context(factory)
     try:
         try:
             conn = factory(**args)
@@ -190,10 +190,11 @@ def _preferred_context() -> ssl.SSLContext:
 
 
 @functools.cache
-def _reusing_preferred_context(factory: type) -> type:
+def reusing_preferred_context(factory: type) -> type:
     """`factory` (a PyMySQL Connection class) with `preferred`'s context made once. PyMySQL
     1.2 asks `_create_ssl_ctx({})` for that context (pinned in pyproject.toml); any other
-    request is its own."""
+    request is its own. Every connection `open_connection` makes is of such a class (the
+    sandbox's too)."""
 
     class Reusing(factory):  # type: ignore[misc]
         def _create_ssl_ctx(self, sslp: Any) -> Any:

@@ -155,8 +155,7 @@ def open_connection(
     caller to translate. `preferred` with certificate files, against a server without TLS,
     connects again in cleartext (PyMySQL refuses the first: a context means required)."""
     args = {**db.connect_args(), **kwargs}
-    if "ssl" not in args and not args.get("ssl_disabled"):
-        factory = reusing_preferred_context(factory)
+    factory = reusing_preferred_context(factory)  # changes only what `preferred` asks for
     try:
         try:
             conn = factory(**args)

@@ -26,7 +26,7 @@ class Options:
     renames: Mapping[str, str] = field(default_factory=dict)  # source schema -> target schema
     pin: str = "auto"
     json: str = "text"
-    hash: str = "auto"  # checksums.HASH_CHOICES
+    hash: str = "auto"  # choices.HASH_CHOICES
     since_last: bool = False  # only keys changed since each table's last equal run (changed.py)
     common_columns: bool = False
     chunk_rows: int = 100_000

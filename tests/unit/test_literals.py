@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from binlogsync.engines.mariadb import literals
+from binlogsync.engines.mariadb import literals, loaddata
 from binlogsync.engines.mariadb.pipeline import bind
 from binlogsync.engines.mariadb.statements import BULK_ROWS, Layout, StatementBuilder, TableInfo
 from binlogsync.model import Change
@@ -73,9 +73,33 @@ def test_columns_of_one_type_take_the_fast_way_and_write_the_same_text() -> None
         [b"", b"\x00'", b"abc"] * 100,
         [None] * 300,
         VALUES * 5,
+        [Decimal("1.50"), Decimal("-0"), Decimal("0.000001"), Decimal("12345678901234567890.1")],
+        [Decimal("0E-8"), Decimal("1E+3"), None, Decimal("0.0000001")] * 50,
+        [dt.datetime(2026, 1, 2, 3, 4, 5, 678901), dt.datetime(1000, 1, 1), None] * 50,
+        [dt.date(2026, 2, 28), None, dt.date(1, 1, 1)] * 50,
     ):
         assert literals.column(values) == [literals.literal(v) for v in values]
         assert literals.column(values) == bound(values)
+        if bytes not in set(map(type, values)):  # bytes go to LOAD DATA as hex
+            try:
+                one_by_one = [loaddata.field(v) for v in values]
+            except literals.NotBulk:
+                continue
+            assert loaddata.column(values) == (one_by_one, False)
+
+
+def test_plain_texts_take_columns_of_decimals_datetimes_and_dates_only() -> None:
+    aware = dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
+    for values in (
+        [Decimal("1.5"), Decimal("NaN")],  # the driver's escape writes NaN
+        [dt.datetime(2026, 1, 2), aware],  # converted to UTC first: value by value
+        [Decimal("1.5"), 2],
+        [dt.datetime(2026, 1, 2), dt.date(2026, 1, 2)],
+        ["text"],
+    ):
+        assert literals.plain_texts(values, set(map(type, values))) is None
+    mixed = [Decimal("1E+3"), None, Decimal("-2.50")]
+    assert literals.plain_texts(mixed, set(map(type, mixed))) == ["1000", None, "-2.50"]
 
 
 def test_values_only_the_driver_escapes_are_not_bulk() -> None:

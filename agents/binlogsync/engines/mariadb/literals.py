@@ -24,7 +24,9 @@ import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from itertools import repeat
+from operator import attrgetter
+from typing import Any, cast
 
 from pymysql import converters
 
@@ -80,6 +82,45 @@ def convert(value: Any) -> Any:
     raise ApplyError(f"cannot apply a value of type {kind.__name__}: {value!r:.80}")
 
 
+_TZINFO = attrgetter("tzinfo")
+_NONE = type(None)
+
+
+def plain_texts(values: Sequence[Any], kinds: set[type]) -> list[str | None] | None:
+    """The text `convert` makes of each value (None for a NULL) of a column whose values
+    (`kinds`: their types) are all finite Decimals, all naive datetimes or all dates, NULLs
+    beside them allowed; else None. Made through `map` in C, not value by value: a seed's rows
+    carry millions of them. The text holds nothing any escape changes (digits, '.', '-', ':',
+    ' ')."""
+    present: Sequence[Any] = values
+    if _NONE in kinds:
+        kinds = kinds - {_NONE}
+        present = [v for v in values if v is not None]
+    if len(kinds) != 1:
+        return None
+    (kind,) = kinds
+    made: list[str]
+    if kind is Decimal:
+        if not all(map(Decimal.is_finite, present)):
+            return None
+        # str() is format(v, "f") unless it chose an exponent, which it writes with an "E".
+        made = list(map(str, present))
+        if "E" in "".join(made):
+            made = list(map(format, present, repeat("f")))
+    elif kind is dt.datetime:
+        if any(map(_TZINFO, present)):
+            return None
+        made = list(map(dt.datetime.isoformat, present, repeat(" ")))
+    elif kind is dt.date:
+        made = list(map(dt.date.isoformat, present))
+    else:
+        return None
+    if present is values:
+        return cast("list[str | None]", made)
+    texts = iter(made)
+    return [None if v is None else next(texts) for v in values]
+
+
 class NotBulk(Exception):
     """A value that only the driver's own escape writes: build the change the ordinary way."""
 
@@ -117,6 +158,14 @@ def column(values: Sequence[Any]) -> list[str]:
         return list(map(_HEX, map(bytes.hex, values)))
     elif kinds == {type(None)}:
         return ["NULL"] * len(values)
+    else:
+        texts = plain_texts(values, kinds)
+        if texts is not None:
+            if kinds - {_NONE} == {Decimal}:  # a number: unquoted, as `literal` writes it
+                return ["NULL" if t is None else t for t in texts]
+            if _NONE not in kinds:
+                return list(map(_QUOTED, texts))
+            return ["NULL" if t is None else _QUOTED(t) for t in texts]
     return list(map(literal, values))
 
 

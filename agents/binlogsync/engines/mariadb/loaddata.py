@@ -34,12 +34,12 @@ import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from pymysql import connections, err
 from pymysql.constants import ER
 
-from .literals import _PASS, NotBulk, convert
+from .literals import _PASS, NotBulk, convert, plain_texts
 
 NULL = "\\N"
 _ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\x00": "\\0"})
@@ -82,6 +82,11 @@ def column(values: Sequence[Any]) -> tuple[list[str], bool]:
         if not kinds <= {bytes, type(None)}:
             raise NotBulk("bytes beside other types in one column")
         return [NULL if v is None else v.hex() for v in values], True
+    texts = plain_texts(values, kinds)
+    if texts is not None:
+        if type(None) not in kinds:
+            return cast("list[str]", texts), False
+        return [NULL if t is None else t for t in texts], False
     return list(map(field, values)), False
 
 

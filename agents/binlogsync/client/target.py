@@ -16,11 +16,7 @@ its back-off.
 
 Deliveries are decoded on the worker, not on the agent's loop, and each names the position it
 continues from (`after`): one that does not continue what the worker has — left over from
-before a re-send — is dropped, so nothing is ever applied across a gap. A large delivery (a
-seed's chunk, a part of a large transaction) waiting next in the queue is decoded ahead, on a
-thread of the worker's own, while the worker waits on its database for the one before: at
-most one delivery ahead, whose decoded rows are used only if the worker then takes that very
-delivery; a malformed one raises when it is taken, as if decoded then.
+before a re-send — is dropped, so nothing is ever applied across a gap.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ import logging
 import queue
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,9 +58,6 @@ class Delivery:
 
 
 _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
-# A queued delivery of at least this many bytes is decoded ahead; a smaller one costs less to
-# decode than handing it to another thread.
-PREFETCH_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -110,8 +102,6 @@ class ApplyWorker(RunLoop):
         # has) since the last one it used; see _resend_if_stuck.
         self.dropped_at: float | None = None
         self.failing_since: float | None = None
-        self._decoder: ThreadPoolExecutor | None = None  # made when first needed
-        self._ahead: tuple[Delivery, Future[list[Transaction | Part]]] | None = None
         metrics.lag.labels(origin).set_function(self.lag)
 
     def lag(self) -> float:
@@ -143,8 +133,6 @@ class ApplyWorker(RunLoop):
                 timeout,
             )
             return
-        if self._decoder is not None:
-            self._decoder.shutdown(wait=True, cancel_futures=True)
         self.applier.close()
 
     # -- taking deliveries ---------------------------------------------------------------------
@@ -230,28 +218,7 @@ class ApplyWorker(RunLoop):
         return None
 
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
-        """The delivery's bodies as objects (decoded ahead when it was); then the next queued
-        delivery, if large, is decoded ahead while this one is applied."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] is delivery:
-            try:
-                return ahead[1].result()
-            finally:
-                self._decode_ahead()
-        self._decode_ahead()
-        return self._decode_now(delivery)
-
-    def _decode_now(self, delivery: Delivery) -> list[Transaction | Part]:
         return [body_from_wire(unpack(b, self.max_message_bytes)) for b in delivery.bodies]
-
-    def _decode_ahead(self) -> None:
-        with self.queue.mutex:
-            following = self.queue.queue[0] if self.queue.queue else None
-        if following is None or sum(map(len, following.bodies)) < PREFETCH_BYTES:
-            return
-        if self._decoder is None:
-            self._decoder = ThreadPoolExecutor(1, thread_name_prefix=f"decode-{self.origin}")
-        self._ahead = (following, self._decoder.submit(self._decode_now, following))
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:

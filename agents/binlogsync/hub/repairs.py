@@ -33,11 +33,6 @@ from .seeds import SeedRecords
 
 log = logging.getLogger("binlogsync.hub")
 
-# Repairs in flight to one target at most: while it applies one, the next is already there to
-# be decoded (client/target.py), and the one after it is on its way (with two, it came only
-# after the target had taken the next): a seed's chunks then wait neither for a round trip
-# nor for their decode.
-REPAIRS_AHEAD = 3
 # Seconds the log is kept from a seed chunk's snapshot on (the next chunk is read after it); a
 # seed that pauses longer may find its next snapshot compacted away and reads it again.
 SEED_HOLD = 120.0
@@ -137,15 +132,10 @@ class Repairs:
         return cursor.blocked_by in ("floor", "detached") and seed is not None and seed.reset
 
     def deliver(self, target: str, origin: str, cursor: Cursor) -> None:
-        """Send the queued repairs not out yet, up to REPAIRS_AHEAD in flight; a blocked
-        cursor gets only its first (`deliverable`), alone."""
-        while len(cursor.repair_seqs) < min(REPAIRS_AHEAD, len(cursor.repairs)):
-            if cursor.repair_seqs and cursor.blocked:
-                return
-            if not self._deliver(target, origin, cursor, cursor.repairs[len(cursor.repair_seqs)]):
-                return
-
-    def _deliver(self, target: str, origin: str, cursor: Cursor, repair: Repair) -> bool:
+        """Send the first queued repair, unless it is out already."""
+        if cursor.repair_seq is not None:
+            return
+        repair = cursor.repairs[0]
         body = repair.body  # as it came, unless the route renames its schemas
         if not self.router.unchanged(origin, target, repair.tables):
             tx = Transaction.from_wire(unpack(repair.body))
@@ -161,15 +151,13 @@ class Repairs:
             header["seed"] = True
             header["reset"] = repair.seed.reset
         host = self.hosts[target]
-        if not self.send(host.identity, frames.DELIVER, header, [body]):
-            return False
-        cursor.repair_seqs.append(cursor.next_seq)
-        cursor.next_seq += 1
-        return True
+        if self.send(host.identity, frames.DELIVER, header, [body]):
+            cursor.repair_seq = cursor.next_seq
+            cursor.next_seq += 1
 
     def applied(self, target: str, cursor: Cursor, header: dict[str, Any]) -> bool:
-        """An APPLIED that answers the first repair in flight (True), or not (False)."""
-        if not cursor.repair_seqs or header["seq"] != cursor.repair_seqs[0]:
+        """An APPLIED that answers the repair in flight (True), or not (False)."""
+        if cursor.repair_seq is None or header["seq"] != cursor.repair_seq:
             return False
         upto = header["upto"]
         if upto is None:
@@ -199,17 +187,15 @@ class Repairs:
         return True
 
     def failed(self, target: str, cursor: Cursor, header: dict[str, Any]) -> bool:
-        """A FAILED that answers the first repair in flight (True), or not (False). The
-        repairs sent after it are applied all the same (each is sound alone)."""
+        """A FAILED that answers the repair in flight (True), or not (False)."""
         if not (
             header.get("repair") is True
-            and cursor.repair_seqs
-            and header.get("seq") == cursor.repair_seqs[0]
+            and header.get("seq") == cursor.repair_seq
             and cursor.repairs
         ):
             return False
         repair = cursor.repairs.popleft()
-        cursor.repair_seqs.popleft()
+        cursor.repair_seq = None
         message = f"target {target} could not apply repair {repair.id[:64]}: {header['error']}"
         self.send(repair.requester, frames.ERROR, {"code": "repair-failed", "message": message}, ())
         return True

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from binlogsync.cli import _HelpFormatter, _log_level, _logging
 from binlogsync.errors import BinlogsyncError, UsageError
+from binlogsync.seed.limits import DEFAULT_PARALLEL
 from binlogsync_dev.fleet_bench import add_arguments as fleet_arguments
 
 
@@ -168,7 +169,10 @@ def parser() -> argparse.ArgumentParser:
         "--rate", type=int, default=0, help="binlog-service: sysbench tx/s (0: unlimited)"
     )
     s.add_argument(
-        "--parallel", type=int, default=2, help="seed: the seed's chunk readers (--parallel)"
+        "--parallel",
+        type=int,
+        default=DEFAULT_PARALLEL,
+        help="seed: the seed's chunk readers (its --parallel, whose default is the default here)",
     )
     s.add_argument("--tables", type=int, default=4, help="oltp: sysbench tables")
     s.add_argument("--table-size", type=int, default=10_000, help="oltp: rows per table")

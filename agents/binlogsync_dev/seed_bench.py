@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from binlogsync.config import DatabaseSettings
+from binlogsync.seed.limits import DEFAULT_PARALLEL
 from binlogsync.seed.progress import Progress
 from binlogsync.seed.run import SeedOptions, seed
 
@@ -333,7 +334,11 @@ def median(cells: list[Cell]) -> Cell:
 
 
 def run(
-    root: Path, sizes: list[int], progress: bool = True, runs: int = 1, parallel: int = 2
+    root: Path,
+    sizes: list[int],
+    progress: bool = True,
+    runs: int = 1,
+    parallel: int = DEFAULT_PARALLEL,
 ) -> list[Cell]:
     box = Sandbox(root / "servers")
     site = None

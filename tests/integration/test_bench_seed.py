@@ -1,6 +1,7 @@
 """`bench seed` end to end with a tiny table: our seed, `mariadb-dump | mariadb` and
-`mydumper`/`myloader` each copy it in the same run, and the target ends equal to the origin.
-No timed assertions: the figures are only checked to exist and to be sane."""
+`mydumper`/`myloader` each copy it in the same run, and the target ends equal to the origin;
+bench/seed_text_probe.py's two copies end equal too. No timed assertions: the figures are only
+checked to exist and to be sane."""
 
 from __future__ import annotations
 
@@ -88,3 +89,26 @@ def test_a_hung_mydumper_is_killed_and_run_again(
     assert "mydumper hung for 3 s (attempt 1 of 2): killed, running it again" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.timeout(300)
+def test_seed_text_probe_copies_the_table_both_ways_equal() -> None:
+    """bench/seed_text_probe.py (a design measured, not built): both copies, typed chunks and
+    the server's text, end equal to the origin, and each prints its Python CPU."""
+    probe = Path(AGENTS).parent / "bench" / "seed_text_probe.py"
+    # Its own session, killed whole on a timeout: its servers go with it.
+    done = subprocess.Popen(
+        [sys.executable, str(probe), "--rows", "20000", "--chunk", "3000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": AGENTS}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = done.communicate(timeout=280)
+    except subprocess.TimeoutExpired:
+        os.killpg(done.pid, signal.SIGKILL)
+        out, err = done.communicate()
+        pytest.fail(f"the probe did not end within 280 s: {err[-3000:]}")
+    assert done.returncode == 0, err[-3000:]
+    assert out.count("equal to the origin: True") == 2, out
+    assert "decode (target)" in out and "read the server's text (reader)" in out, out
+    assert out.count("Python, in all") == 2, out

@@ -23,25 +23,33 @@ pytestmark = pytest.mark.integration
 AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code, not an install
 
 
+def run_alone(command: list[str], timeout: float) -> str:
+    """Run `command` (this tree's code) in a session of its own and return its stdout; if it
+    has to be killed, its servers, agents and tools go with it (a hung mydumper once left them
+    all running after the timeout killed the bench alone)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": AGENTS}, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{command[1:3]} did not end within {timeout} s: {stderr[-3000:]}")
+    assert process.returncode == 0, stderr[-3000:]
+    return stdout
+
+
 @pytest.mark.skipif(shutil.which("mydumper") is None, reason="mydumper is not installed")
 @pytest.mark.timeout(600)
 def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
     tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
-    # Its own session: if it has to be killed, its servers, agents and tools go with it
-    # (a hung mydumper once left them all running after the timeout killed the bench alone).
-    bench = subprocess.Popen(
+    stdout = run_alone(
         [sys.executable, "-m", "binlogsync_dev", "bench", "seed", "--sizes", "20000",
          "--runs", "2", "--parallel", "2", "--json", "--dir", str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": AGENTS}, start_new_session=True,
+        540,
     )  # fmt: skip
-    try:
-        stdout, stderr = bench.communicate(timeout=540)
-    except subprocess.TimeoutExpired:
-        os.killpg(bench.pid, signal.SIGKILL)
-        stdout, stderr = bench.communicate()
-        pytest.fail(f"bench seed did not end within 540 s: {stderr[-3000:]}")
-    assert bench.returncode == 0, stderr[-3000:]
     (cell,) = json.loads(stdout)
     assert cell["rows"] == 20_000 and cell["runs"] == 2 and cell["parallel"] == 2
     for name in ("dump_seconds", "mydumper_seconds", "seed_seconds", "in_sync_seconds",
@@ -96,19 +104,7 @@ def test_seed_text_probe_copies_the_table_both_ways_equal() -> None:
     """bench/seed_text_probe.py (a design measured, not built): both copies, typed chunks and
     the server's text, end equal to the origin, and each prints its Python CPU."""
     probe = Path(AGENTS).parent / "bench" / "seed_text_probe.py"
-    # Its own session, killed whole on a timeout: its servers go with it.
-    done = subprocess.Popen(
-        [sys.executable, str(probe), "--rows", "20000", "--chunk", "3000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": AGENTS}, start_new_session=True,
-    )  # fmt: skip
-    try:
-        out, err = done.communicate(timeout=280)
-    except subprocess.TimeoutExpired:
-        os.killpg(done.pid, signal.SIGKILL)
-        out, err = done.communicate()
-        pytest.fail(f"the probe did not end within 280 s: {err[-3000:]}")
-    assert done.returncode == 0, err[-3000:]
+    out = run_alone([sys.executable, str(probe), "--rows", "20000", "--chunk", "3000"], 280)
     assert out.count("equal to the origin: True") == 2, out
     assert "decode (target)" in out and "read the server's text (reader)" in out, out
     assert out.count("Python, in all") == 2, out

@@ -44,7 +44,7 @@ from .pinning import Pin
 from .plan import TableState
 from .report import Report, TableReport
 from .settings import Options
-from .sparkapp import SparkStart, is_local
+from .sparkapp import SparkStart, executors_have_binlogsync, is_local
 from .taskdata import ChunkResult, Context, Leaf, TableSpec, TargetSpec, TaskError
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _describe_spark(report: Report, sc: Any) -> None:
 def _ship(sc: Any, folder: Path) -> None:
     """binlogsync's code for executors outside this machine, unless spark-submit shipped it
     (shipping.py); local executors run this process's Python, which has it."""
-    if is_local(sc.master) or shipping.shipped(sc.getConf().get("spark.submit.pyFiles", "")):
+    if executors_have_binlogsync(sc):
         return
     sc.addPyFile(str(shipping.build(folder)))
 

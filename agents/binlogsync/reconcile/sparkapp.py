@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReconcileError
+from . import shipping
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +180,8 @@ class SparkStart:
 
     def _start(self) -> None:
         """Context, then (while the plan and the first chunk queries already use it) the
-        Python workers, the SQL session and Spark SQL's first query."""
+        Python workers (where the executors can import binlogsync already: a cluster's get it
+        only once the run ships it), the SQL session and Spark SQL's first query."""
         try:
             from pyspark import SparkContext
 
@@ -192,7 +194,7 @@ class SparkStart:
             self._ready.set()
             return
         self._context_ready.set()
-        if self._owner:
+        if self._owner and executors_have_binlogsync(self._context):
             _warm_workers(self._context)
         try:
             from pyspark.sql import SparkSession
@@ -268,6 +270,13 @@ class SparkStart:
                     proc.kill()
         if self._cache is not None:
             self._cache.finish()
+
+
+def executors_have_binlogsync(sc: Any) -> bool:
+    """Whether the executors can import binlogsync before the run ships it (job.py): local
+    executors run this process's Python; a cluster's only when spark-submit shipped the zip
+    (shipping.py). Elsewhere a task that imports it fails until the run has shipped it."""
+    return is_local(sc.master) or shipping.shipped(sc.getConf().get("spark.submit.pyFiles", ""))
 
 
 def _warm_workers(sc: Any) -> None:

@@ -745,7 +745,10 @@ def test_closing_a_stuck_apply_worker_leaves_its_connection_alone(
     then left to the process's end: closing must neither wait for the database nor close the
     connection the worker's thread is using."""
     o, _ = names(dbname)
-    with pair(tmp_path, origin, target, dbname, heartbeat=0.5) as (h, oa, ta):
+    # The hub's liveness at 1.5 s, not 0.6 s: the hub and both agents share this process's
+    # GIL; in a full suite run on a loaded machine the hub took both agents for offline during
+    # this test, and the writes did not reach the lock within 10 s.
+    with pair(tmp_path, origin, target, dbname, 0.5, heartbeat_interval=0.5) as (h, oa, ta):
         write(origin, dbname, range(5))
         wait_applied(target, o, 5)
         lock = target.connect()
@@ -757,7 +760,7 @@ def test_closing_a_stuck_apply_worker_leaves_its_connection_alone(
                 )
             write(origin, dbname, range(5, 10))
             worker = ta.target.workers[o]  # type: ignore[union-attr]
-            wait_for(lambda: lock_waits(target), 10, "the worker waiting for the row lock")
+            wait_for(lambda: lock_waits(target), 30, "the worker waiting for the row lock")
             asked = time.monotonic()
             worker.close(timeout=0.2)
             assert time.monotonic() - asked < 1.0

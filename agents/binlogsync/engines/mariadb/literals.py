@@ -161,11 +161,9 @@ def column(values: Sequence[Any]) -> list[str]:
     else:
         texts = plain_texts(values, kinds)
         if texts is not None:
-            if kinds - {_NONE} == {Decimal}:  # a number: unquoted, as `literal` writes it
-                return ["NULL" if t is None else t for t in texts]
-            if _NONE not in kinds:
-                return list(map(_QUOTED, texts))
-            return ["NULL" if t is None else _QUOTED(t) for t in texts]
+            # a number goes unquoted, as `literal` writes it
+            quote = str if kinds - {_NONE} == {Decimal} else _QUOTED
+            return ["NULL" if t is None else quote(t) for t in texts]
     return list(map(literal, values))
 
 

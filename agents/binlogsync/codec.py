@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -129,6 +130,11 @@ datetime_raw = _temporal_raw(b"datetime")
 timestamp_raw = _temporal_raw(b"timestamp")
 
 
+def raw_value(raw: msgpack.ExtType) -> Any:
+    """A raw converter's value as the decoder reads it back (what a target holds)."""
+    return _ext_hook(raw.code, raw.data)
+
+
 def _decimal_text(text: str) -> msgpack.ExtType:
     return decimal_raw(text.encode())
 
@@ -193,3 +199,23 @@ def unpack(data: bytes, max_len: int | None = None) -> Any:
         raise
     except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
         raise ProtocolError(f"payload is not valid msgpack: {exc}") from exc
+
+
+_F32 = struct.Struct("<f")
+
+
+def shortest_float32(value: Any) -> Any:
+    """A FLOAT column's value as the shortest decimal that is the same float32 (the binlog
+    and the server give the float32 widened to a double); capture and seed both use it."""
+    if not isinstance(value, float):
+        return value
+    try:
+        bits = _F32.pack(value)
+        # 6 digits first: shorter forms are found by %g's trailing-zero stripping already.
+        for digits in range(6, 10):
+            shorter = float(f"{value:.{digits}g}")
+            if _F32.pack(shorter) == bits:
+                return shorter
+    except (OverflowError, struct.error):
+        pass
+    return value

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import struct
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain
 from typing import Any, Literal, NamedTuple
 
+from . import rowtext
 from .errors import ProtocolError
 from .position import Position, file_number
+from .rowtext import TextRows
 from .tabledef import TableDef, TableDefError
 from .zerodate import ZeroDate
 
@@ -59,6 +60,8 @@ class Change:
 
     insert: `after` holds the new rows. delete: `before` holds the removed rows.
     update: `before[i]` became `after[i]`. Rows are tuples in `columns` order (FULL row image).
+    A seed's insert may carry its rows as LOAD DATA's text (`after` a rowtext.TextRows, which
+    reads them into the same tuples when asked; on the wire a map, see rowtext.py).
     truncate: the table was emptied. ddl: `statement` is the origin's DDL text, shown to people
     and never executed; `definition` is the table's definition after it (tabledef.TableDef's
     wire form, None when the table is gone or was not described), from which a target that
@@ -71,7 +74,7 @@ class Change:
     table: str
     columns: tuple[str, ...] = ()
     before: tuple[Row, ...] = ()
-    after: tuple[Row, ...] = ()
+    after: tuple[Row, ...] | TextRows = ()
     statement: str = ""
     definition: dict[str, Any] | None = None
 
@@ -108,7 +111,7 @@ class Change:
             self.table,
             list(self.columns),
             self.before if packing else [list(r) for r in self.before],
-            self.after if packing else [list(r) for r in self.after],
+            _after_wire(self.after, packing),
             self.statement,
         ]
         if self.definition is not None:
@@ -117,7 +120,7 @@ class Change:
 
     @classmethod
     def from_wire(cls, data: Any) -> Change:
-        check_change(data)
+        lines = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
         return cls(
             kind,
@@ -125,10 +128,16 @@ class Change:
             table,
             tuple(columns),
             tuple(map(tuple, before)),
-            tuple(map(tuple, after)),
+            tuple(map(tuple, after)) if lines is None else TextRows(lines, tuple(after["forms"])),
             statement,
             data[7] if len(data) == 8 else None,
         )
+
+
+def _after_wire(after: tuple[Row, ...] | TextRows, packing: bool) -> Any:
+    if isinstance(after, TextRows):
+        return after.to_wire()
+    return after if packing else [list(r) for r in after]
 
 
 def check_change(data: Any) -> tuple[str, str]:
@@ -137,6 +146,12 @@ def check_change(data: Any) -> tuple[str, str]:
     The hub runs this on every change it receives (`check_body`): it must refuse whatever
     a target would refuse, and costs a fraction of building the objects.
     """
+    schema, table, _ = _checked_change(data)
+    return schema, table
+
+
+def _checked_change(data: Any) -> tuple[str, str, list[bytes] | None]:
+    """`check_change`'s checks; also the lines of rows in text form (None: rows as lists)."""
     if not isinstance(data, list) or not 7 <= len(data) <= 8:
         raise ProtocolError("a change must be a list of 7 items (8 with a table definition)")
     kind, schema, table, columns, before, after, statement = data[:7]
@@ -149,14 +164,19 @@ def check_change(data: Any) -> tuple[str, str]:
     if type(columns) is not list or not _STR.issuperset(map(type, columns)):
         raise ProtocolError("change columns must be a list of strings")
     width = len(columns)
-    if not _rows_fit(before, width) or not _rows_fit(after, width):
+    lines = None
+    if type(after) is dict:
+        if kind != "insert" or before != []:
+            raise ProtocolError("only an insert carries its rows in text form")
+        lines = rowtext.check(after, width)
+    if not _rows_fit(before, width) or (lines is None and not _rows_fit(after, width)):
         raise ProtocolError(
             f"rows of {schema}.{table} do not match its columns or carry a value of "
             "a type binlogsync does not send"
         )
     if kind == "update" and len(before) != len(after):
         raise ProtocolError("an update needs as many before as after images")
-    return schema, table
+    return schema, table, lines
 
 
 def _check_definition(kind: Any, schema: Any, table: Any, definition: Any) -> None:
@@ -369,23 +389,3 @@ def _finite_time(value: Any) -> bool:
         and math.isfinite(value)
         and 0 <= value < 1 << 40
     )
-
-
-_F32 = struct.Struct("<f")
-
-
-def shortest_float32(value: Any) -> Any:
-    """A FLOAT column's value as the shortest decimal that is the same float32 (the binlog
-    and the server give the float32 widened to a double); capture and seed both use it."""
-    if not isinstance(value, float):
-        return value
-    try:
-        bits = _F32.pack(value)
-        # 6 digits first: shorter forms are found by %g's trailing-zero stripping already.
-        for digits in range(6, 10):
-            shorter = float(f"{value:.{digits}g}")
-            if _F32.pack(shorter) == bits:
-                return shorter
-    except (OverflowError, struct.error):
-        pass
-    return value

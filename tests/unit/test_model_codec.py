@@ -14,6 +14,7 @@ from binlogsync import codec
 from binlogsync.errors import ProtocolError
 from binlogsync.model import Change, Part, Transaction, body_from_wire, check_body
 from binlogsync.position import Position, file_number
+from binlogsync.rowtext import TextRows
 from binlogsync.tabledef import ColumnDef, TableDef
 
 pytestmark = pytest.mark.unit
@@ -111,6 +112,20 @@ COLUMNS = ("id", "name", "amount", "tags", "raw", "at")
 
 CHANGES = [
     Change("insert", "shop", "t", COLUMNS, (), (ROW_A, ROW_B)),
+    Change(
+        "insert",
+        "shop",
+        "t",
+        COLUMNS,
+        (),
+        TextRows(
+            [
+                b"1\ta\\t\t1.50\t\\N\t00FF\t2024-01-02 03:04:05.000006",
+                b"2\t\t-0.000001\tx,z\t\t\\N",
+            ],
+            ("int", "text", "decimal", "set", "bytes", "datetime"),
+        ),
+    ),
     Change("update", "shop", "t", COLUMNS, (ROW_A,), (ROW_B,)),
     Change("delete", "shop", "t", COLUMNS, (ROW_A, ROW_B), ()),
     Change("truncate", "shop", "t"),
@@ -131,7 +146,7 @@ CHANGES = [
 def test_change_wire_round_trip(change: Change) -> None:
     again = Change.from_wire(codec.unpack(codec.pack(change.to_wire())))
     assert again == change
-    for a, b in zip(again.before + again.after, change.before + change.after, strict=True):
+    for a, b in zip((*again.before, *again.after), (*change.before, *change.after), strict=True):
         assert [type(v) for v in a] == [type(v) for v in b]
 
 
@@ -140,7 +155,7 @@ def test_transaction_wire_round_trip_and_row_count() -> None:
     again = Transaction.from_wire(codec.unpack(codec.pack(txn.to_wire())))
     assert again == txn
     assert again.position.gtid == "0-1-12" and again.timestamp == 1700000000.25
-    assert txn.row_count == 2 + 1 + 2 + 1 + 1 + 1
+    assert txn.row_count == 2 + 2 + 1 + 2 + 1 + 1 + 1
     empty = Transaction(Position("binlog.000004", 1000), 1.0)
     assert Transaction.from_wire(codec.unpack(codec.pack(empty.to_wire()))) == empty
     assert Transaction.from_wire([["binlog.000001", 4, None], 5, []]).timestamp == 5.0
@@ -165,6 +180,7 @@ def test_renamed_moves_a_definition_and_a_table_rename_in_the_same_schema() -> N
 
 
 GOOD_CHANGE = ["insert", "s", "t", ["id"], [], [[1]], ""]
+TEXT = {"forms": ["int", "text"], "text": b"1\ta\\tb\n2\t\\N\n"}
 
 
 @pytest.mark.parametrize(
@@ -187,6 +203,34 @@ GOOD_CHANGE = ["insert", "s", "t", ["id"], [], [[1]], ""]
         ["insert", "s", "t", ["id"], [], [1], ""],
         ["update", "s", "t", ["id"], [[1]], [], ""],
         ["update", "s", "t", ["id"], [[1], [2]], [[3]], ""],
+        # Rows in text form: only an insert's, one known form per column, every line and field
+        # in its form's grammar, utf-8.
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\ta\n2\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\ta\t\n2\tb\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\ta"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"x\ta\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\ta\\xb\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\ta\\\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b"1\t\xff\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": "1\ta\n"}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "forms": ["int"]}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "forms": ["int", "sql"]}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {**TEXT, "rows": 2}, ""],
+        ["insert", "s", "t", ["id", "v"], [], {"text": TEXT["text"]}, ""],
+        ["insert", "s", "t", ["id", "b"], [], {"forms": ["int", "bytes"], "text": b"1\tZZ\n"}, ""],
+        ["insert", "s", "t", ["id", "b"], [], {"forms": ["int", "bytes"], "text": b"1\t0\n"}, ""],
+        [
+            "insert",
+            "s",
+            "t",
+            ["id", "d"],
+            [],
+            {"forms": ["int", "date"], "text": b"1\t2024-1-1\n"},
+            "",
+        ],
+        ["insert", "s", "t", ["id", "v"], [[1, "a"]], TEXT, ""],
+        ["update", "s", "t", ["id", "v"], [], TEXT, ""],
+        ["delete", "s", "t", ["id", "v"], [], TEXT, ""],
         ["ddl", "s", "t", [], [], [], "ALTER TABLE t ADD c INT", {"v": 1}],
         ["ddl", "s", "t", [], [], [], "ALTER TABLE t ADD c INT", [1, 2]],
         [*GOOD_CHANGE, {"v": 1, "schema": "s", "table": "t", "columns": [], "primary_key": []}],
@@ -443,6 +487,8 @@ GOOD_BODIES = [
     _tx(["insert", "s", "t", ["id"], [], MANY, ""], ["delete", "a", "b", ["id"], MANY, [], ""]),
     _tx(["update", "s", "t", ["id"], MANY, MANY, ""], ["truncate", "s", "t", [], [], [], ""]),
     _tx(["ddl", "s", "", [], [], [], "CREATE TABLE x (id INT)"]),
+    _tx(["insert", "s", "t", ["id", "v"], [], TEXT, ""]),
+    _tx(["insert", "s", "t", ["id", "v"], [], {**TEXT, "text": b""}, ""]),
     [("binlog.000001", 4, None), 5, []],  # a tuple where msgpack gives lists: the long way
     _part(GOOD_CHANGE, number=1, last=False, end=None),
     _part(GOOD_CHANGE, ["insert", "a", "b", ["id"], [], MANY, ""]),

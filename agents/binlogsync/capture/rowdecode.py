@@ -17,7 +17,7 @@ real MariaDB. In particular:
 
 - integers by the signedness in the table map's optional metadata;
 - DECIMAL through the library's own string construction (`Decimal('1.10')` keeps its digits);
-- FLOAT as the shortest decimal of the float32 (model.py's `shortest_float32`), DOUBLE as is;
+- FLOAT as the shortest decimal of the float32 (codec.py's `shortest_float32`), DOUBLE as is;
 - strings decoded with the codec the library picks for the column's character set; binary
   strings as bytes (BINARY(n) padded back to n, empty ones b''); a character set Python has
   no codec for keeps its bytes (and an empty value is '', as in the library);
@@ -55,7 +55,8 @@ from typing import Any
 from pymysqlreplication.constants import BINLOG, FIELD_TYPE
 from pymysqlreplication.row_event import RowsEvent
 
-from ..model import Row, shortest_float32
+from ..codec import shortest_float32
+from ..model import Row
 from ..zerodate import ZeroDate
 from .values import _fix_negative_time
 

@@ -41,8 +41,9 @@ from typing import Any, Final
 
 from pymysqlreplication.constants import FIELD_TYPE
 
+from ..codec import shortest_float32
 from ..errors import PreflightError
-from ..model import Row, shortest_float32
+from ..model import Row
 from ..zerodate import ZeroDate
 
 _EPOCH = datetime(1970, 1, 1)

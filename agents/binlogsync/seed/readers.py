@@ -36,6 +36,7 @@ from ..errors import BinlogsyncError
 from ..model import Change, Transaction
 from ..position import Position
 from ..reconcile.connections import close, connect
+from ..rowtext import TextRows
 from . import chunks
 from .tables import SeedTable
 
@@ -84,14 +85,13 @@ def read(conn: Any, task: Task) -> Read:
 def _pack(
     table: SeedTable,
     snapshot: Position,
-    rows: list[tuple[Any, ...]],
+    rows: list[tuple[Any, ...]] | TextRows,
     first: bool,
     chunk_bytes: int,
     end: Key | None,
 ) -> list[Piece]:
     """The chunk's bodies: one, or pieces of at most `chunk_bytes` (an empty chunk still goes
     as one: a table's first chunk empties the target's table)."""
-    index = [table.columns.index(c) for c in table.key]
     out: list[Piece] = []
     pending = [rows]
     while pending:
@@ -102,12 +102,14 @@ def _pack(
             half = len(part) // 2
             pending[:0] = [part[:half], part[half:]]
             continue
-        last = end if not pending else tuple(part[-1][i] for i in index)
+        last = end if not pending else chunks.key_of(table, part[-1])
         out.append(Piece(body, len(part), last))
     return out
 
 
-def changes_of(table: SeedTable, rows: list[tuple[Any, ...]], first: bool) -> list[Change]:
+def changes_of(
+    table: SeedTable, rows: list[tuple[Any, ...]] | TextRows, first: bool
+) -> list[Change]:
     changes = []
     if first:
         changes.append(
@@ -122,7 +124,8 @@ def changes_of(table: SeedTable, rows: list[tuple[Any, ...]], first: bool) -> li
         )
         changes.append(Change("truncate", table.schema, table.table))
     if rows:
-        changes.append(Change("insert", table.schema, table.table, table.columns, (), tuple(rows)))
+        image = rows if isinstance(rows, TextRows) else tuple(rows)
+        changes.append(Change("insert", table.schema, table.table, table.columns, (), image))
     return changes
 
 

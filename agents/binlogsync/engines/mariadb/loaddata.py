@@ -39,6 +39,7 @@ from typing import Any, cast
 from pymysql import connections, err
 from pymysql.constants import ER
 
+from ...rowtext import TextRows
 from .literals import _PASS, NotBulk, convert, plain_texts
 
 NULL = "\\N"
@@ -91,7 +92,11 @@ def column(values: Sequence[Any]) -> tuple[list[str], bool]:
 
 
 def rows(image: Sequence[Sequence[Any]], indices: Sequence[int]) -> tuple[bytes, list[bool]]:
-    """The rows' values at `indices` as LOAD DATA's text, and which of those are hex."""
+    """The rows' values at `indices` as LOAD DATA's text, and which of those are hex. Rows
+    that came as this text (a seed's, rowtext.py) go as they came when every column is
+    written in its place."""
+    if isinstance(image, TextRows) and list(indices) == list(range(len(image.forms))):
+        return image.text, image.hexed
     columns = list(zip(*image, strict=True))
     made = [column(columns[i]) for i in indices]
     lines = map("\t".join, zip(*(fields for fields, _ in made), strict=True))

@@ -410,6 +410,7 @@ class StatementBuilder:
         before, and the last rows, short of `max_rows`, stay open for what follows."""
         kind = change.kind
         statement_kind: StatementKind
+        image: Sequence[Row]
         if kind == "delete":
             statement_kind, image, indices = "delete", change.before, layout.key
             raw_prefix, raw_suffix = layout.delete_prefix, ")"

@@ -1,0 +1,118 @@
+"""A seed chunk's rows as the origin server's text (rowtext.py, seed/chunks.py `text_sql`) hold
+exactly what the typed form holds, for every column type: read into values at a target that
+takes values, and loaded as they came by a MariaDB target's LOAD DATA."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from binlogsync.codec import pack, text_conversions, unpack
+from binlogsync.engines.mariadb import loaddata
+from binlogsync.model import Change, body_from_wire
+from binlogsync.rowtext import TextRows
+from binlogsync.seed import chunks, readers
+from binlogsync.seed.tables import SeedTable, plan
+from binlogsync.transport.frames import check_body
+from binlogsync_dev.sandbox import Server
+from everytype import COLUMNS, ROWS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def table(target: Server, dbname: str) -> SeedTable:
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = ''")  # zero and partial dates
+        cur.execute(f"CREATE DATABASE `{dbname}`")
+        cur.execute(f"CREATE TABLE `{dbname}`.t ({COLUMNS})")
+        cur.execute(f"INSERT INTO `{dbname}`.t VALUES {', '.join(ROWS)}")
+        (found,) = plan(cur, [f"{dbname}.t"], None)
+    return found
+
+
+def _read(target: Server, table: SeedTable) -> Change:
+    """The table's one chunk as the hub and a target see it: packed, checked, decoded."""
+    with target.connect(conv=text_conversions()) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+        got = readers.read(conn, readers.Task(0, table, None, None, 100, False, 1 << 30))
+    (piece,) = got.pieces
+    check_body(piece.body, 1 << 30)
+    (change,) = body_from_wire(unpack(piece.body)).changes
+    return change
+
+
+def _typed(table: SeedTable) -> SeedTable:
+    """The same table read as values (a table whose description is not exact is)."""
+    definition = dataclasses.replace(table.definition, unsupported="read as values")
+    return dataclasses.replace(table, definition=definition)
+
+
+def _typed_values(rows: Any) -> list[list[tuple[type, Any]]]:
+    return [[(type(v), v) for v in row] for row in rows]
+
+
+def test_every_type_reads_into_the_values_the_typed_form_carries(
+    target: Server, table: SeedTable
+) -> None:
+    text, typed = _read(target, table), _read(target, _typed(table))
+    assert isinstance(text.after, TextRows) and not isinstance(typed.after, TextRows)
+    assert len(text.after) == len(typed.after) == len(ROWS)
+    assert _typed_values(text.after) == _typed_values(typed.after)
+    # One row alone (a piece's last key) reads the same as all of them.
+    assert text.after[-1] == typed.after[-1]
+    assert chunks.key_of(table, text.after[0]) == (1,)
+
+
+def test_every_type_loads_by_load_data_as_the_origin_holds_it(
+    target: Server, table: SeedTable, dbname: str
+) -> None:
+    change = _read(target, table)
+    assert isinstance(change.after, TextRows)
+    # BIT is not LOAD DATA's (statements.py keeps the upsert for it): copy the other columns.
+    keep = [i for i, c in enumerate(table.columns) if c != "bt"]
+    rows = TextRows(
+        [b"\t".join(line.split(b"\t")[i] for i in keep) for line in change.after.lines],
+        tuple(change.after.forms[i] for i in keep),
+    )
+    names = [f"`{table.columns[i]}`" for i in keep]
+    with target.connect(dbname, local_infile=True) as conn, conn.cursor() as cur:
+        loaddata.install()
+        loaddata.mark(conn)
+        cur.execute("SET SESSION time_zone = '+00:00', sql_mode = ''")
+        cur.execute("CREATE TABLE copy LIKE t")
+        cur.execute("ALTER TABLE copy DROP COLUMN bt")
+        sql, name = loaddata.statement("copy", names, rows.hexed)
+        data, hexed = loaddata.rows(rows, range(len(keep)))
+        assert (data, hexed) == (rows.text, rows.hexed)  # as it came
+        loaddata.execute(cur, sql, name, data, 1 << 20)
+        assert cur.rowcount == len(ROWS)
+        conn.commit()
+        listed = ", ".join(names)
+        cur.execute(f"SELECT {listed} FROM t ORDER BY id")
+        origin = cur.fetchall()
+        cur.execute(f"SELECT {listed} FROM copy ORDER BY id")
+        assert cur.fetchall() == origin
+
+
+def test_a_chunk_over_its_byte_limit_goes_in_pieces_that_end_at_their_last_key(
+    target: Server, table: SeedTable
+) -> None:
+    with target.connect(conv=text_conversions()) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+        got = readers.read(conn, readers.Task(0, table, None, None, 100, False, 2048))
+    assert len(got.pieces) > 1
+    ids = []
+    for piece in got.pieces:
+        (change,) = body_from_wire(unpack(piece.body)).changes
+        assert isinstance(change.after, TextRows)
+        ids.extend(row[0] for row in change.after)
+    assert ids == sorted(ids) and len(ids) == len(ROWS)
+    assert [p.last_key for p in got.pieces[:-1]] == [
+        (unpack(pack(ids[sum(p.rows for p in got.pieces[: n + 1]) - 1])),)
+        for n in range(len(got.pieces) - 1)
+    ]

@@ -120,7 +120,7 @@ class Change:
 
     @classmethod
     def from_wire(cls, data: Any) -> Change:
-        lines = _checked_change(data)[2]
+        text = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
         return cls(
             kind,
@@ -128,7 +128,9 @@ class Change:
             table,
             tuple(columns),
             tuple(map(tuple, before)),
-            tuple(map(tuple, after)) if lines is None else TextRows(lines, tuple(after["forms"])),
+            TextRows(rowtext.split(after["text"]), tuple(after["forms"]))
+            if text
+            else tuple(map(tuple, after)),
             statement,
             data[7] if len(data) == 8 else None,
         )
@@ -150,8 +152,8 @@ def check_change(data: Any) -> tuple[str, str]:
     return schema, table
 
 
-def _checked_change(data: Any) -> tuple[str, str, list[bytes] | None]:
-    """`check_change`'s checks; also the lines of rows in text form (None: rows as lists)."""
+def _checked_change(data: Any) -> tuple[str, str, bool]:
+    """`check_change`'s checks; also whether the rows are in text form (rowtext.py)."""
     if not isinstance(data, list) or not 7 <= len(data) <= 8:
         raise ProtocolError("a change must be a list of 7 items (8 with a table definition)")
     kind, schema, table, columns, before, after, statement = data[:7]
@@ -164,19 +166,19 @@ def _checked_change(data: Any) -> tuple[str, str, list[bytes] | None]:
     if type(columns) is not list or not _STR.issuperset(map(type, columns)):
         raise ProtocolError("change columns must be a list of strings")
     width = len(columns)
-    lines = None
-    if type(after) is dict:
+    text = type(after) is dict
+    if text:
         if kind != "insert" or before != []:
             raise ProtocolError("only an insert carries its rows in text form")
-        lines = rowtext.check(after, width)
-    if not _rows_fit(before, width) or (lines is None and not _rows_fit(after, width)):
+        rowtext.check(after, width)
+    if not _rows_fit(before, width) or (not text and not _rows_fit(after, width)):
         raise ProtocolError(
             f"rows of {schema}.{table} do not match its columns or carry a value of "
             "a type binlogsync does not send"
         )
     if kind == "update" and len(before) != len(after):
         raise ProtocolError("an update needs as many before as after images")
-    return schema, table, lines
+    return schema, table, text
 
 
 def _check_definition(kind: Any, schema: Any, table: Any, definition: Any) -> None:

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from binlogsync.errors import ProtocolError
-from binlogsync.rowtext import TextRows, check
+from binlogsync.rowtext import TextRows, check, split
 from binlogsync.zerodate import ZeroDate
 
 pytestmark = pytest.mark.unit
@@ -68,9 +68,10 @@ def test_a_slice_stays_text_and_one_row_reads_only_its_line() -> None:
     assert TextRows([], FORMS).text == b"" and len(TextRows([], FORMS)) == 0
 
 
-def test_check_returns_the_lines_of_well_formed_text() -> None:
+def test_well_formed_text_passes_and_splits_into_its_lines() -> None:
     text = b"\n".join(LINES) + b"\n"
-    assert check({"forms": list(FORMS), "text": text}, len(FORMS)) == LINES
+    check({"forms": list(FORMS), "text": text}, len(FORMS))
+    assert split(text) == LINES
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,8 @@ class Cursor:
     blocked: str = ""  # nothing is delivered while set: the reason
     blocked_by: str = ""  # "floor": the log lacks what it needs; "size": a message too large
     repairs: deque[Repair] = field(default_factory=deque)  # waiting, first one maybe in flight
-    repair_seq: int | None = None  # seq of the DELIVER that carries repairs[0]
+    # seqs of the DELIVERs that carry repairs[0], repairs[1], …: the ones in flight
+    repair_seqs: deque[int] = field(default_factory=deque)
     seed_hold: Position | None = None  # a seed runs: compaction stays below this (repairs.py)
     seed_hold_until: float = 0.0  # monotonic time when the hold lapses
 
@@ -64,13 +65,17 @@ class Cursor:
         self.inflight_bytes = 0
         self.sent_key, self.sent_position = self.applied_key, self.applied
         self.parts_sent = 0
-        self.repair_seq = None  # a repair in flight is sent again (applying it twice is safe)
+        self.repair_seqs.clear()  # repairs in flight are sent again (applying twice is safe)
 
     def repaired(self, snapshot: Position) -> Repair:
-        """The target applied repairs[0] and set its checkpoint back to `snapshot`."""
+        """The target applied repairs[0] and set its checkpoint back to `snapshot`; the
+        repairs sent after it stay in flight."""
         self.applied = snapshot
         self.dirty = True
+        self.repair_seqs.popleft()
+        ahead = list(self.repair_seqs)
         self.rewind()
+        self.repair_seqs.extend(ahead)
         return self.repairs.popleft()
 
     def reset_to(self, position: Position | None, epoch: str | None = None) -> None:

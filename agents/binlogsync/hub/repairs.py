@@ -33,6 +33,10 @@ from .seeds import SeedRecords
 
 log = logging.getLogger("binlogsync.hub")
 
+# Repairs in flight to one target at most: while it applies one, the next is already in its
+# queue, so a seed's chunks do not wait for a round trip between them (a 1M-row seed's apply
+# thread waited 2.5 s of 11 s for its next chunk with one in flight, 1.0 s with three).
+REPAIRS_AHEAD = 3
 # Seconds the log is kept from a seed chunk's snapshot on (the next chunk is read after it); a
 # seed that pauses longer may find its next snapshot compacted away and reads it again.
 SEED_HOLD = 120.0
@@ -132,10 +136,15 @@ class Repairs:
         return cursor.blocked_by in ("floor", "detached") and seed is not None and seed.reset
 
     def deliver(self, target: str, origin: str, cursor: Cursor) -> None:
-        """Send the first queued repair, unless it is out already."""
-        if cursor.repair_seq is not None:
-            return
-        repair = cursor.repairs[0]
+        """Send the queued repairs not out yet, up to REPAIRS_AHEAD in flight; a blocked
+        cursor gets only its first (`deliverable`), alone."""
+        while len(cursor.repair_seqs) < min(REPAIRS_AHEAD, len(cursor.repairs)):
+            if cursor.repair_seqs and cursor.blocked:
+                return
+            if not self._deliver(target, origin, cursor, cursor.repairs[len(cursor.repair_seqs)]):
+                return
+
+    def _deliver(self, target: str, origin: str, cursor: Cursor, repair: Repair) -> bool:
         body = repair.body  # as it came, unless the route renames its schemas
         if not self.router.unchanged(origin, target, repair.tables):
             tx = Transaction.from_wire(unpack(repair.body))
@@ -151,13 +160,15 @@ class Repairs:
             header["seed"] = True
             header["reset"] = repair.seed.reset
         host = self.hosts[target]
-        if self.send(host.identity, frames.DELIVER, header, [body]):
-            cursor.repair_seq = cursor.next_seq
-            cursor.next_seq += 1
+        if not self.send(host.identity, frames.DELIVER, header, [body]):
+            return False
+        cursor.repair_seqs.append(cursor.next_seq)
+        cursor.next_seq += 1
+        return True
 
     def applied(self, target: str, cursor: Cursor, header: dict[str, Any]) -> bool:
-        """An APPLIED that answers the repair in flight (True), or not (False)."""
-        if cursor.repair_seq is None or header["seq"] != cursor.repair_seq:
+        """An APPLIED that answers the first repair in flight (True), or not (False)."""
+        if not cursor.repair_seqs or header["seq"] != cursor.repair_seqs[0]:
             return False
         upto = header["upto"]
         if upto is None:
@@ -187,15 +198,17 @@ class Repairs:
         return True
 
     def failed(self, target: str, cursor: Cursor, header: dict[str, Any]) -> bool:
-        """A FAILED that answers the repair in flight (True), or not (False)."""
+        """A FAILED that answers the first repair in flight (True), or not (False). The
+        repairs sent after it are applied all the same (each is sound alone)."""
         if not (
             header.get("repair") is True
-            and header.get("seq") == cursor.repair_seq
+            and cursor.repair_seqs
+            and header.get("seq") == cursor.repair_seqs[0]
             and cursor.repairs
         ):
             return False
         repair = cursor.repairs.popleft()
-        cursor.repair_seq = None
+        cursor.repair_seqs.popleft()
         message = f"target {target} could not apply repair {repair.id[:64]}: {header['error']}"
         self.send(repair.requester, frames.ERROR, {"code": "repair-failed", "message": message}, ())
         return True

@@ -2,7 +2,7 @@
 
 A seed copies millions of rows. Read as values, each value cost Python work four times over:
 the origin's reader built it and packed it, the hub checked it, the target unpacked it and
-printed it again as LOAD DATA's text (bench/seed_text_probe.py measured 15 CPU-seconds per
+printed it again as LOAD DATA's text (bench/seed_forms_probe.py measured 15 CPU-seconds per
 million rows against 2 for the server's own text). So the origin's server writes each row as
 one line of LOAD DATA's default text (seed/chunks.py `text_sql`), the line travels as it is,
 and a MariaDB target's server loads it as it is (engines/mariadb/loaddata.py). A target that

@@ -1,6 +1,6 @@
 """`bench seed` end to end with a tiny table: our seed, `mariadb-dump | mariadb` and
 `mydumper`/`myloader` each copy it in the same run, and the target ends equal to the origin;
-bench/seed_text_probe.py's two copies end equal too. No timed assertions: the figures are only
+bench/seed_forms_probe.py's two copies end equal too. No timed assertions: the figures are only
 checked to exist and to be sane."""
 
 from __future__ import annotations
@@ -100,11 +100,11 @@ def test_a_hung_mydumper_is_killed_and_run_again(
 
 
 @pytest.mark.timeout(300)
-def test_seed_text_probe_copies_the_table_both_ways_equal() -> None:
-    """bench/seed_text_probe.py (a design measured, not built): both copies, typed chunks and
-    the server's text, end equal to the origin, and each prints its Python CPU."""
-    probe = Path(AGENTS).parent / "bench" / "seed_text_probe.py"
+def test_seed_forms_probe_copies_the_table_both_ways_equal() -> None:
+    """bench/seed_forms_probe.py: both copies, rows as text (the seed's form) and rows as
+    values, end equal to the origin, and each prints its Python CPU step by step."""
+    probe = Path(AGENTS).parent / "bench" / "seed_forms_probe.py"
     out = run_alone([sys.executable, str(probe), "--rows", "20000", "--chunk", "3000"], 280)
     assert out.count("equal to the origin: True") == 2, out
-    assert "decode (target)" in out and "read the server's text (reader)" in out, out
+    assert out.count("decode (target)") == 2 and out.count("check (hub)") == 2, out
     assert out.count("Python, in all") == 2, out

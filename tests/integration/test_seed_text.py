@@ -116,3 +116,34 @@ def test_a_chunk_over_its_byte_limit_goes_in_pieces_that_end_at_their_last_key(
         (unpack(pack(ids[sum(p.rows for p in got.pieces[: n + 1]) - 1])),)
         for n in range(len(got.pieces) - 1)
     ]
+
+
+def test_a_row_whose_text_the_server_cannot_write_is_read_as_values(
+    target: Server, dbname: str
+) -> None:
+    """A BLOB longer than half the server's max_allowed_packet has no HEX() (NULL, with a
+    warning): that chunk is read as values, in the same snapshot, never loaded as NULL."""
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT @@max_allowed_packet")
+        (packet,) = cur.fetchone()
+        size = packet * 3 // 5
+        cur.execute(f"CREATE DATABASE `{dbname}`")
+        cur.execute(f"CREATE TABLE `{dbname}`.t (id INT PRIMARY KEY, b LONGBLOB, v VARCHAR(9))")
+        cur.execute(
+            f"INSERT INTO `{dbname}`.t VALUES (1, 'small', 'a'), (2, REPEAT('x', {size}), 'b')"
+        )
+        cur.execute(f"INSERT INTO `{dbname}`.t VALUES (3, 'small', 'c')")
+        (table,) = plan(cur, [f"{dbname}.t"], None)
+    with target.connect(conv=text_conversions()) as conn:
+        with conn.cursor() as cur:
+            cur.execute("SET SESSION time_zone = '+00:00'")
+        small = chunks.read(conn, table, None, 1)
+        whole = chunks.read(conn, table, None, 10)
+    assert isinstance(small.rows, TextRows) and small.last_key == (1,)
+    assert not isinstance(whole.rows, TextRows)
+    assert [(r[0], len(r[1]), r[2]) for r in whole.rows] == [
+        (1, 5, "a"),
+        (2, size, "b"),
+        (3, 5, "c"),
+    ]
+    assert whole.last_key == (3,)

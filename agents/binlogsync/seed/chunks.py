@@ -130,21 +130,47 @@ def read(
         beyond, more = after_where(table.key, upto)
         where, params, tail = f"{where} AND NOT {beyond}", [*params, *more], f" ORDER BY {order}"
     forms = text_forms(table.definition)
-    if forms is not None:
-        select = text_sql(table, forms, where)
-    else:
-        select = rows_sql(table.schema, table.table, table.columns, where, table.floats)
-    source = f"FROM {qualified(table.schema, table.table)}"
-    sql = select.replace(source, f"{source} FORCE INDEX (PRIMARY)", 1) + tail
     snapshot = pinning.snapshot(conn, lower_bound=True)
     try:
-        with conn.cursor() as cur:
-            bound = cur.mogrify(sql, params)
-        rows = fetch_all(conn, bound)
+        text = None if forms is None else _text_rows(conn, table, forms, where, params, tail)
+        image = (
+            text
+            if text is not None
+            else like_capture(table, _rows(conn, table, where, params, tail))
+        )
     finally:
         pinning.end(conn)
-    image = TextRows([r[0] for r in rows], forms) if forms else like_capture(table, rows)
     return Chunk(snapshot, image, key_of(table, image[-1]) if image else None)
+
+
+def _query(conn: Any, table: SeedTable, select: str, params: list[Any], tail: str) -> str:
+    source = f"FROM {qualified(table.schema, table.table)}"
+    with conn.cursor() as cur:
+        bound = cur.mogrify(select.replace(source, f"{source} FORCE INDEX (PRIMARY)", 1), params)
+    return str(bound) + tail
+
+
+def _rows(conn: Any, table: SeedTable, where: str, params: list[Any], tail: str) -> list[Any]:
+    select = rows_sql(table.schema, table.table, table.columns, where, table.floats)
+    return fetch_all(conn, _query(conn, table, select, params, tail))
+
+
+def _text_rows(
+    conn: Any, table: SeedTable, forms: tuple[str, ...], where: str, params: list[Any], tail: str
+) -> TextRows | None:
+    """The rows as text; None when the server could not write one of them (a value whose text
+    is longer than its max_allowed_packet: HEX, REPLACE or CONCAT_WS then give NULL with a
+    warning), so that the chunk is read as values instead, in the same snapshot."""
+    lines = [
+        r[0]
+        for r in fetch_all(conn, _query(conn, table, text_sql(table, forms, where), params, tail))
+    ]
+    with conn.cursor() as cur:
+        cur.execute("SELECT @@warning_count")
+        (warnings,) = cur.fetchone()
+    if warnings or None in lines:
+        return None
+    return TextRows(lines, forms)
 
 
 def key_of(table: SeedTable, row: tuple[Any, ...]) -> Key:

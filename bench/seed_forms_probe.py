@@ -1,29 +1,28 @@
-"""What a seed chunk costs in Python, today's typed form against the origin server's own text.
+"""What a seed chunk costs in Python, in its two forms: rows as text and rows as values.
 
-    PYTHONPATH=agents .venv/bin/python bench/seed_text_probe.py [--rows 1000000] [--chunk 10000]
+    PYTHONPATH=agents .venv/bin/python bench/seed_forms_probe.py [--rows 1000000] [--chunk 10000]
 
-A probe for a design not built (docs/benchmarks.md, seeding): starts two throwaway MariaDB
-servers (sandbox), fills `bench seed`'s orders table on one, and copies it to the other twice,
-chunk by chunk in key order, in this one process, each chunk one LOAD DATA LOCAL REPLACE and a
-commit, as the target agent does:
+Starts two throwaway MariaDB servers (sandbox), fills `bench seed`'s orders table on one, and
+copies it to the other twice, chunk by chunk in key order, in this one process, each chunk one
+LOAD DATA LOCAL REPLACE and a commit, as the target agent does, with the seed's own code for
+every step (no hub, no agents, no ZeroMQ in between):
 
-  typed   what the seed does today, every step in one process (no hub, no agents, no ZeroMQ):
-          the reader's query and row reader and packing (seed/readers.py `read`), the hub's
-          check of the body (`check_body`), the target's decode (`unpack`, `body_from_wire`),
-          the LOAD DATA text made from the values (`loaddata.rows`), the LOAD DATA itself;
-  text    the origin server writes each row as LOAD DATA's text (CONCAT_WS, escapes by
-          REPLACE, NULL as \\N); Python only joins the lines and sends them.
+  text    what the seed does (rowtext.py): the origin server writes each row as LOAD DATA's
+          text (seed/chunks.py `text_sql`); the reader collects the lines and packs them; the
+          hub's check of the body (`check_body`: the grammar); the target's decode
+          (`body_from_wire`); the text as it came (`loaddata.rows`); the LOAD DATA itself;
+  values  the form of a table whose description is not exact (seed/chunks.py `text_forms`):
+          the same steps over typed rows, each value read, packed, checked, decoded and
+          printed again as LOAD DATA's text.
 
 Prints the CPU seconds of each Python step, of both servers, the wall time of each copy, and
-whether the copy equals the origin (CHECKSUM TABLE). Only for this table's column types (BIGINT,
-INT, ENUM, DECIMAL, DATETIME(6), TIMESTAMP(6), VARCHAR): a real text form needs a rule per type
-(BLOBs as hex, FLOAT's exact text, zero dates, character sets) and a parser for targets that
-take values, not LOAD DATA.
+whether the copy equals the origin (CHECKSUM TABLE).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from collections import defaultdict
@@ -36,32 +35,10 @@ from binlogsync.codec import text_conversions, unpack
 from binlogsync.engines.mariadb import loaddata
 from binlogsync.model import Transaction, body_from_wire
 from binlogsync.seed import readers
-from binlogsync.seed.rowread import fetch_all
-from binlogsync.seed.tables import plan
+from binlogsync.seed.tables import SeedTable, plan
 from binlogsync.transport.frames import check_body
 from binlogsync_dev import seed_bench
 from binlogsync_dev.sandbox import Sandbox, Server
-
-COLUMNS = ["id", "customer_id", "status", "amount", "created_at", "updated_at", "note"]
-
-
-def _escaped(column: str) -> str:
-    """SQL for LOAD DATA's escapes of a text column (backslash first)."""
-    out = column
-    for raw, escaped in (
-        ("\\\\", "\\\\\\\\"),
-        ("\\t", "\\\\t"),
-        ("\\n", "\\\\n"),
-        ("\\r", "\\\\r"),
-    ):
-        out = f"REPLACE({out}, '{raw}', '{escaped}')"
-    return f"REPLACE({out}, CHAR(0), '\\\\0')"
-
-
-TEXT = (
-    "CONCAT_WS('\\t', id, customer_id, status, amount, created_at, "
-    f"IFNULL(updated_at, '\\\\N'), IFNULL({_escaped('note')}, '\\\\N'))"
-)
 
 
 def cpu(pid: int) -> float:
@@ -81,15 +58,6 @@ def connect(server: Server, **extra: Any) -> pymysql.Connection:
     )
 
 
-def load(dst: pymysql.Connection, data: bytes) -> None:
-    sql, name = loaddata.statement(
-        f"`{seed_bench.TABLE}`", [f"`{c}`" for c in COLUMNS], [False] * len(COLUMNS)
-    )
-    with dst.cursor() as cur:
-        loaddata.execute(cur, sql, name, data, 1 << 20)
-    dst.commit()
-
-
 def empty(target: Server) -> pymysql.Connection:
     with connect(target) as conn, conn.cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS `{seed_bench.TABLE}`")
@@ -99,11 +67,10 @@ def empty(target: Server) -> pymysql.Connection:
     return dst
 
 
-def typed(origin: Server, target: Server, chunk: int) -> dict[str, float]:
+def copy(origin: Server, target: Server, table: SeedTable, chunk: int) -> dict[str, float]:
     src = connect(origin, conv=text_conversions())
-    with connect(origin) as conn, conn.cursor() as cur:
-        (table,) = plan(cur, [f"{seed_bench.SCHEMA}.{seed_bench.TABLE}"], None)
     dst = empty(target)
+    names = [f"`{c}`" for c in table.columns]
     spent: dict[str, float] = defaultdict(float)
     after, number = None, 0
     while True:
@@ -121,33 +88,13 @@ def typed(origin: Server, target: Server, chunk: int) -> dict[str, float]:
             spent["decode (target)"] += time.process_time() - t
             assert isinstance(tx, Transaction)
             t = time.process_time()
-            data, _ = loaddata.rows(tx.changes[0].after, range(len(COLUMNS)))
+            data, hexed = loaddata.rows(tx.changes[0].after, range(len(names)))
             spent["LOAD DATA text (target)"] += time.process_time() - t
-            load(dst, data)
+            sql, name = loaddata.statement(f"`{seed_bench.TABLE}`", names, hexed)
+            with dst.cursor() as cur:
+                loaddata.execute(cur, sql, name, data, 1 << 20)
+            dst.commit()
         after, number = got.next_after, number + 1
-    src.close()
-    dst.close()
-    return spent
-
-
-def text(origin: Server, target: Server, chunk: int) -> dict[str, float]:
-    src = connect(origin)
-    dst = empty(target)
-    spent: dict[str, float] = defaultdict(float)
-    after = -1
-    while True:
-        t = time.process_time()
-        rows = fetch_all(
-            src,
-            f"SELECT id, {TEXT} FROM `{seed_bench.TABLE}` WHERE id > {after} "
-            f"ORDER BY id LIMIT {chunk}",
-        )
-        data = ("\n".join(r[1] for r in rows) + "\n").encode() if rows else b""
-        spent["read the server's text (reader)"] += time.process_time() - t
-        if not rows:
-            break
-        load(dst, data)
-        after = rows[-1][0]
     src.close()
     dst.close()
     return spent
@@ -176,11 +123,16 @@ def main() -> int:
                     cur.execute("SET GLOBAL local_infile = 1")
             seed_bench._fill(origin, args.rows)
             expected = checksum(origin)
+            with connect(origin) as conn, conn.cursor() as cur:
+                (table,) = plan(cur, [f"{seed_bench.SCHEMA}.{seed_bench.TABLE}"], None)
+            as_values = dataclasses.replace(
+                table, definition=dataclasses.replace(table.definition, unsupported="probe")
+            )
             print(f"{args.rows:,} rows of bench seed's orders table, chunks of {args.chunk:,}")
-            for name, copy in (("typed", typed), ("text", text)):
+            for name, form in (("text", table), ("values", as_values)):
                 servers = cpu(origin.pid), cpu(target.pid)
                 wall = time.perf_counter()
-                spent = copy(origin, target, args.chunk)
+                spent = copy(origin, target, form, args.chunk)
                 wall = time.perf_counter() - wall
                 origin_cpu, target_cpu = cpu(origin.pid) - servers[0], cpu(target.pid) - servers[1]
                 print(

@@ -2,6 +2,8 @@
 zero and partial dates, text with every byte LOAD DATA escapes, a literal `\\N`, 4-byte utf-8,
 a latin1 column. The seed's row reader and its text form are both held to it."""
 
+from typing import Any
+
 COLUMNS = """
     id INT PRIMARY KEY, ti TINYINT, su SMALLINT UNSIGNED, mi MEDIUMINT, bi BIGINT UNSIGNED,
     de DECIMAL(65,30), fl FLOAT, db DOUBLE, bt BIT(12), yr YEAR,
@@ -28,3 +30,11 @@ ROWS = [
     "'\\\\N', 'a\\tb\\\\c\\rd\\0e\\nf', x'5c4e0a09', x'5c', '\\\\N\\\\', x'0a5c090d', '', 'b', "
     "'\"\\\\\\\\t🐬\"', 'é\\tö\\\\')",
 ]
+
+
+def create(cur: Any, dbname: str) -> None:
+    """The database `dbname` with the table `t` of COLUMNS holding ROWS."""
+    cur.execute("SET SESSION sql_mode = ''")  # zero and partial dates
+    cur.execute(f"CREATE DATABASE `{dbname}`")
+    cur.execute(f"CREATE TABLE `{dbname}`.t ({COLUMNS})")
+    cur.execute(f"INSERT INTO `{dbname}`.t VALUES {', '.join(ROWS)}")

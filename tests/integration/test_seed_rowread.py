@@ -10,16 +10,13 @@ from binlogsync.codec import pack, text_conversions, unpack
 from binlogsync.seed.rowread import check_library, fetch_all
 from binlogsync.zerodate import ZeroDate
 from binlogsync_dev.sandbox import Server
-from everytype import COLUMNS, ROWS
+from everytype import ROWS, create
 
 
 @pytest.fixture
 def table(target: Server, dbname: str) -> str:
     with target.connect() as conn, conn.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = ''")  # zero and partial dates
-        cur.execute(f"CREATE DATABASE `{dbname}`")
-        cur.execute(f"CREATE TABLE `{dbname}`.t ({COLUMNS})")
-        cur.execute(f"INSERT INTO `{dbname}`.t VALUES {', '.join(ROWS)}")
+        create(cur, dbname)
         # Rows longer than one 16 MiB protocol packet.
         cur.execute(f"INSERT INTO `{dbname}`.t (id, bl) VALUES (5, REPEAT(x'cd', 17000000))")
         cur.execute(f"INSERT INTO `{dbname}`.t (id, bl) VALUES (6, REPEAT(x'ef', 16777200))")

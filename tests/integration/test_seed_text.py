@@ -17,7 +17,7 @@ from binlogsync.seed import chunks, readers
 from binlogsync.seed.tables import SeedTable, plan
 from binlogsync.transport.frames import check_body
 from binlogsync_dev.sandbox import Server
-from everytype import COLUMNS, ROWS
+from everytype import ROWS, create
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +25,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def table(target: Server, dbname: str) -> SeedTable:
     with target.connect() as conn, conn.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = ''")  # zero and partial dates
-        cur.execute(f"CREATE DATABASE `{dbname}`")
-        cur.execute(f"CREATE TABLE `{dbname}`.t ({COLUMNS})")
-        cur.execute(f"INSERT INTO `{dbname}`.t VALUES {', '.join(ROWS)}")
+        create(cur, dbname)
         (found,) = plan(cur, [f"{dbname}.t"], None)
     return found
 
@@ -147,3 +144,29 @@ def test_a_row_whose_text_the_server_cannot_write_is_read_as_values(
         (3, 5, "c"),
     ]
     assert whole.last_key == (3,)
+
+
+def test_enum_and_set_members_are_escaped_where_they_need_it(target: Server, dbname: str) -> None:
+    """Members with a tab or a backslash (escaped) beside plain ones (written as they are)."""
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{dbname}`")
+        cur.execute(
+            f"CREATE TABLE `{dbname}`.t (id INT PRIMARY KEY, e ENUM('t\\tab', 'b\\\\s', 'p'), "
+            "s SET('x\\ny', 'z'), q ENUM('a', 'b') CHARACTER SET latin1)"
+        )
+        cur.execute(
+            f"INSERT INTO `{dbname}`.t VALUES (1, 't\\tab', 'x\\ny,z', 'a'), (2, 'b\\\\s', 'z', 'b'),"
+            " (3, 'p', '', NULL)"
+        )
+        (table,) = plan(cur, [f"{dbname}.t"], None)
+    text, typed = _read(target, table), _read(target, _typed(table))
+    assert isinstance(text.after, TextRows)
+    assert (
+        list(text.after)
+        == list(typed.after)
+        == [
+            (1, "t\tab", {"x\ny", "z"}, "a"),
+            (2, "b\\s", {"z"}, "b"),
+            (3, "p", set(), None),
+        ]
+    )

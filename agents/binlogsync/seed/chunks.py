@@ -17,6 +17,7 @@ target (rowtext.py says why). Any other table is read as values, as before.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from ..position import Position
 from ..reconcile import pinning
 from ..reconcile.checksums import after_where, rows_sql
 from ..rowtext import TextRows
-from ..tabledef import INTEGER_TYPES, TableDef
+from ..tabledef import INTEGER_TYPES, ColumnDef, TableDef
 from .rowread import fetch_all
 from .tables import SeedTable
 
@@ -53,6 +54,7 @@ _FORMS = {
 }
 # LOAD DATA's escapes, backslash first; as hex literals, which mean the same in every sql_mode.
 _ESCAPES = (("5C", "5C5C"), ("09", "5C74"), ("0A", "5C6E"), ("0D", "5C72"), ("00", "5C30"))
+_SPECIAL = re.compile("[\\\\\t\n\r\x00]")
 
 
 def text_forms(definition: TableDef) -> tuple[str, ...] | None:
@@ -64,8 +66,8 @@ def text_forms(definition: TableDef) -> tuple[str, ...] | None:
     return None if None in forms else forms  # type: ignore[return-value]
 
 
-def _field_sql(column: str, form: str) -> str:
-    value = ident(column)
+def _field_sql(column: ColumnDef, form: str) -> str:
+    value = ident(column.name)
     if form == "float32":
         value = f"({value} + 0e0)"  # widened: exact (rows_sql says why)
     elif form == "bit":
@@ -73,15 +75,19 @@ def _field_sql(column: str, form: str) -> str:
     elif form == "bytes":
         value = f"HEX({value})"
     elif form in ("text", "set"):
-        value = f"CONVERT({value} USING utf8mb4)"
-        for raw, escaped in _ESCAPES:
-            value = f"REPLACE({value}, _utf8mb4 X'{raw}', _utf8mb4 X'{escaped}')"
+        if column.charset != "utf8mb4":
+            value = f"CONVERT({value} USING utf8mb4)"
+        # An ENUM's or SET's values need no escape when none of its members does.
+        if not column.values or _SPECIAL.search("".join(column.values)):
+            for raw, escaped in _ESCAPES:
+                value = f"REPLACE({value}, _utf8mb4 X'{raw}', _utf8mb4 X'{escaped}')"
     return f"IFNULL({value}, _utf8mb4 X'5C4E')"
 
 
 def text_sql(table: SeedTable, forms: tuple[str, ...], where: str) -> str:
     """One column: each row as a line of the rows text (without its newline), in bytes."""
-    fields = ", ".join(_field_sql(c, f) for c, f in zip(table.columns, forms, strict=True))
+    columns = table.definition.columns
+    fields = ", ".join(_field_sql(c, f) for c, f in zip(columns, forms, strict=True))
     return (
         f"SELECT CAST(CONCAT_WS(_utf8mb4 X'09', {fields}) AS BINARY) "
         f"FROM {qualified(table.schema, table.table)} WHERE {where}"

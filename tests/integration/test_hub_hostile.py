@@ -785,6 +785,33 @@ ADMIN_CASES: list[tuple[str, list[bytes]]] = [
     ("REPAIR body nested deep", _repair(None, pack(deep()))),
     ("REPAIR body timestamp NaN", _repair(None, wire_tx(ts=float("nan")))),
     ("REPAIR change kind nested deep", _repair(None, wire_tx(changes=[change(kind=deep())]))),
+    # A seed chunk's rows as text (rowtext.py): every line and field in its form's grammar.
+    *[
+        (f"REPAIR rows text {name}", _repair(None, wire_tx(changes=[change(after=after)])))
+        for name, after in (
+            ("a field short", {"forms": ["int", "text"], "text": b"9\n"}),
+            ("a field over", {"forms": ["int", "text"], "text": b"9\tx\ty\n"}),
+            ("no newline at the end", {"forms": ["int", "text"], "text": b"9\tx"}),
+            ("an int that is not", {"forms": ["int", "text"], "text": b"9a\tx\n"}),
+            ("an unknown escape", {"forms": ["int", "text"], "text": b"9\tx\\q\n"}),
+            ("not utf-8", {"forms": ["int", "text"], "text": b"9\t\xff\n"}),
+            ("hex that is not", {"forms": ["int", "bytes"], "text": b"9\tXY\n"}),
+            ("an unknown form", {"forms": ["int", "sql"], "text": b"9\tx\n"}),
+            ("forms short", {"forms": ["int"], "text": b"9\tx\n"}),
+            ("text a string", {"forms": ["int", "text"], "text": "9\tx\n"}),
+            ("forms nested deep", {"forms": deep(), "text": b"9\tx\n"}),
+            ("an extra key", {"forms": ["int", "text"], "text": b"9\tx\n", "sql": "x"}),
+        )
+    ],
+    (
+        "REPAIR rows text on an update",
+        _repair(
+            None,
+            wire_tx(
+                changes=[change(kind="update", after={"forms": ["int", "text"], "text": b"9\tx\n"})]
+            ),
+        ),
+    ),
     ("CAPTURE_SKIP origin unknown", raw(frames.CAPTURE_SKIP, {**SKIP, "origin": "o9"})),
     ("CAPTURE_SKIP origin a target", raw(frames.CAPTURE_SKIP, {**SKIP, "origin": "t1"})),
     ("CAPTURE_SKIP origin nested deep", raw(frames.CAPTURE_SKIP, {**SKIP, "origin": deep()})),

@@ -202,11 +202,14 @@ def unpack(data: bytes, max_len: int | None = None) -> Any:
 
 
 _F32 = struct.Struct("<f")
+_FLT_MAX = 3.4028234663852886e38
 
 
 def shortest_float32(value: Any) -> Any:
     """A FLOAT column's value as the shortest decimal that is the same float32 (the binlog
-    and the server give the float32 widened to a double); capture and seed both use it."""
+    and the server give the float32 widened to a double); capture and seed both use it. Never
+    beyond FLT_MAX: 3.4028235e38 is FLT_MAX's float32, but a server reading it as a double
+    finds it out of a FLOAT column's range."""
     if not isinstance(value, float):
         return value
     try:
@@ -214,7 +217,7 @@ def shortest_float32(value: Any) -> Any:
         # 6 digits first: shorter forms are found by %g's trailing-zero stripping already.
         for digits in range(6, 10):
             shorter = float(f"{value:.{digits}g}")
-            if _F32.pack(shorter) == bits:
+            if _F32.pack(shorter) == bits and abs(shorter) <= _FLT_MAX:
                 return shorter
     except (OverflowError, struct.error):
         pass

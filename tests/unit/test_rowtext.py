@@ -4,10 +4,12 @@ LOAD DATA reads them, slices that stay text."""
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from decimal import Decimal
 
 import pytest
 
+from binlogsync.codec import shortest_float32
 from binlogsync.errors import ProtocolError
 from binlogsync.rowtext import TextRows, check, split
 from binlogsync.zerodate import ZeroDate
@@ -43,7 +45,7 @@ def test_fields_read_into_the_typed_forms_values() -> None:
             "\\N",  # an escaped backslash and N: text, not NULL
             b"",
             Decimal("0"),
-            -3.4028235e38,  # the shortest decimal of the same float32
+            -3.4028234663852886e38,  # -FLT_MAX: its shortest form would pass FLT_MAX
             None,
             ZeroDate.parse("date", "2024-00-10"),
             dt.timedelta(microseconds=500000),
@@ -93,3 +95,14 @@ def test_a_field_the_grammar_allows_but_no_value_has_is_a_protocol_error() -> No
     rows = TextRows([b"1\t2024-13-01 00:00:00"], ("int", "datetime"))
     with pytest.raises(ProtocolError, match="month"):
         list(rows)
+
+
+@pytest.mark.parametrize("value", [3.4028234663852886e38, -3.4028234663852886e38])
+def test_the_largest_float32_stays_within_what_a_float_column_takes(value: float) -> None:
+    """%.8g of FLT_MAX is 3.4028235e38, the same float32, but above FLT_MAX as a double: a
+    server that reads it as a double refuses it for a FLOAT column (out of range), so the
+    shortest form must not pass FLT_MAX."""
+    got = shortest_float32(value)
+    assert abs(got) <= 3.4028234663852886e38
+    assert struct.pack("<f", got) == struct.pack("<f", value)
+    assert shortest_float32(1.100000023841858) == 1.1  # shorter where it stays inside

@@ -2,14 +2,15 @@
 
 A seed copies millions of rows. Read as values, each value cost Python work four times over:
 the origin's reader built it and packed it, the hub checked it, the target unpacked it and
-printed it again as LOAD DATA's text (bench/seed_forms_probe.py measured 15 CPU-seconds per
-million rows against 2 for the server's own text). So the origin's server writes each row as
+printed it again as LOAD DATA's text (bench/seed_forms_probe.py: 10.7 CPU-seconds of Python per
+million rows as values, 3.2 as text). So the origin's server writes each row as
 one line of LOAD DATA's default text (seed/chunks.py `text_sql`), the line travels as it is,
 and a MariaDB target's server loads it as it is (engines/mariadb/loaddata.py). A target that
 takes values (PostgreSQL, Redis, the audit log, a MariaDB table LOAD DATA cannot serve) reads
 the rows here (`TextRows` parses them when first asked), into exactly the values the typed
 form carries: each field goes through the converter the seed's typed reader uses for that
-column type (codec.py), then through the codec's decoder.
+column type (codec.py), then through the codec's decoder; a whole column goes through `map`
+where the result is the same (`_COLUMN_READERS`).
 
 The text: one line per row, ending in a newline; fields separated by a tab; `\\N` is NULL; in a
 text field a backslash, tab, newline, carriage return and NUL are written `\\\\`, `\\t`, `\\n`,
@@ -26,8 +27,8 @@ a form, which says how its field is written and read:
     set        SET                         its members, "a,b", escaped
     bytes      BINARY, VARBINARY, BLOB     hex digits (upper case)
 
-`check` holds a body's text to exactly that grammar, line by line, in C (one regular
-expression per column layout), and that it is utf-8: the hub refuses what a target would
+`check` holds a body's text to exactly that grammar, in C (one regular expression per column
+layout, over the whole text), and to utf-8: the hub refuses what a target would
 refuse, and a target's LOAD DATA never meets a field its grammar does not allow (a hex field
 that is not hex would load as NULL). The text is data only: no statement is built from it.
 """

@@ -40,8 +40,9 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.seed.limits import DEFAULT_PARALLEL
@@ -73,30 +74,39 @@ FILL = (
 
 
 TICKS = os.sysconf("SC_CLK_TCK")
+# The seed runs in this process, beside the bench's writer (a thread) and the tools' children.
+THIS_PROCESS = "this process (the seed, the writer)"
 
 
 class CpuMeter:
-    """CPU seconds spent by the servers, the agents, this process and its children."""
+    """CPU seconds spent by the servers, the agents, this process and its children; in all,
+    or by process (`names` labels `pids`; THIS_PROCESS is this process and its children)."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pids: list[int], names: list[str] | None = None) -> None:
         self.pids = pids
-        self.began = 0.0
+        self.names = names or [str(pid) for pid in pids]
+        self.began: dict[str, float] = {}
 
-    def _now(self) -> float:
-        total = 0.0
-        for pid in self.pids:
+    def _parts(self) -> dict[str, float]:
+        parts = {}
+        for name, pid in zip(self.names, self.pids, strict=True):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
+            parts[name] = (int(fields[11]) + int(fields[12])) / TICKS
+        own = 0.0
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
             usage = resource.getrusage(who)
-            total += usage.ru_utime + usage.ru_stime
-        return total
+            own += usage.ru_utime + usage.ru_stime
+        parts[THIS_PROCESS] = own
+        return parts
 
     def start(self) -> None:
-        self.began = self._now()
+        self.began = self._parts()
+
+    def by_process(self) -> dict[str, float]:
+        return {name: round(now - self.began[name], 1) for name, now in self._parts().items()}
 
     def seconds(self) -> float:
-        return round(self._now() - self.began, 1)
+        return round(sum(self._parts().values()) - sum(self.began.values()), 1)
 
 
 @dataclass
@@ -113,6 +123,8 @@ class Cell:
     dump_cpu: float = 0.0  # CPU seconds of everything involved (CpuMeter)
     mydumper_cpu: float = 0.0
     seed_cpu: float = 0.0  # until in sync
+    # The seed's CPU seconds by process (CpuMeter names): where its time goes.
+    seed_cpu_by: dict[str, float] = field(default_factory=dict)
 
     @property
     def ratio(self) -> float:
@@ -274,9 +286,13 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
         parallel=parallel,
         restart=True,
     )
-    running = [site.agents[name].process for name in ("hub", "origin", target.name)]
-    agents = [process.pid for process in running if process is not None]
-    meter = CpuMeter([origin.pid, target.pid, *agents])
+    labels = {"hub": "hub", "origin": "origin agent", target.name: "target agent"}
+    running = [(label, site.agents[name].process) for name, label in labels.items()]
+    agents = [(label, process.pid) for label, process in running if process is not None]
+    meter = CpuMeter(
+        [origin.pid, target.pid, *(pid for _, pid in agents)],
+        ["origin server", "target server", *(label for label, _ in agents)],
+    )
     with Writer(origin, rows) as writer:
         dump_seconds, dump_cpu = _dump_restore(origin, target, meter)
         mydumper_seconds, mydumper_cpu = _mydumper(
@@ -295,7 +311,11 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
         writes = writer.count - before
     gtid = origin_gtid(origin)
     wait_until(lambda: caught_up(target, "origin", gtid), 600, 0.05, "the target in sync")
-    in_sync, seed_cpu = time.perf_counter() - start, meter.seconds()
+    in_sync, seed_cpu, seed_cpu_by = (
+        time.perf_counter() - start,
+        meter.seconds(),
+        meter.by_process(),
+    )
     return Cell(
         rows,
         round(dump_seconds, 2),
@@ -308,6 +328,7 @@ def measure(site: LocalSite, rows: int, progress: bool, parallel: int, scratch: 
         dump_cpu=dump_cpu,
         mydumper_cpu=mydumper_cpu,
         seed_cpu=seed_cpu,
+        seed_cpu_by=seed_cpu_by,
     )
 
 
@@ -330,7 +351,12 @@ def median(cells: list[Cell]) -> Cell:
         mid("dump_cpu"),
         mid("mydumper_cpu"),
         mid("seed_cpu"),
+        {name: mid_of(c.seed_cpu_by[name] for c in cells) for name in cells[0].seed_cpu_by},
     )
+
+
+def mid_of(values: Any) -> float:
+    return round(float(statistics.median(values)), 1)
 
 
 def run(
@@ -402,6 +428,11 @@ def render(cells: list[Cell]) -> str:
             f"{'':>9}{c.seed_cpu / max(c.dump_cpu, 1e-3):>10.2f}x"
             f"{c.seed_cpu / max(c.mydumper_cpu, 1e-3):>14.2f}x"
         )
+        if c.seed_cpu_by:
+            lines.append(
+                f"{'':>11}the seed's CPU s by process: "
+                + ", ".join(f"{name} {seconds:.1f}" for name, seconds in c.seed_cpu_by.items())
+            )
     lines.append(
         "goal: IN SYNC <= MYDUMPER and <= 0.7x DUMP; the machine is shared: other work may run"
     )

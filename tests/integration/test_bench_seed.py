@@ -56,6 +56,11 @@ def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
                  "dump_cpu", "mydumper_cpu", "seed_cpu"):  # fmt: skip
         assert cell[name] > 0, name
     assert cell["in_sync_seconds"] >= cell["seed_seconds"]
+    by = cell["seed_cpu_by"]  # where the seed's CPU went, process by process
+    assert set(by) == {"origin server", "target server", "hub", "origin agent", "target agent",
+                       "this process (the seed, the writer)"}, by  # fmt: skip
+    assert by["target server"] > 0 and by["this process (the seed, the writer)"] > 0, by
+    assert abs(sum(by.values()) - cell["seed_cpu"]) <= 0.1 * len(by) + 0.2, (by, cell)
     assert cell["ratio"] > 0 and cell["ratio_mydumper"] > 0
     assert cell["equal"] is True
     assert list(tmp_path.glob("binlogsync-bench-*")) == []  # the sandbox is removed

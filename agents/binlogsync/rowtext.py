@@ -72,6 +72,8 @@ GRAMMAR = {
     "bytes": rb"(?:[0-9A-F]{2})*+",
 }
 FORMS = frozenset(GRAMMAR)
+# The characters a text field escapes (in text, not bytes: a value, or an ENUM's member).
+NEEDS_ESCAPE = re.compile("[\\\\\t\n\r\x00]")
 _UNESCAPE = re.compile(rb"\\(.)", re.DOTALL)
 _UNESCAPED = {b"\\": b"\\", b"t": b"\t", b"n": b"\n", b"r": b"\r", b"0": b"\x00"}
 
@@ -222,13 +224,11 @@ class TextRows(Sequence[Row]):
 
 
 # A whole column of a form read at once, through `map` in C, where that gives what READERS give
-# value by value: a temporal column whose texts are all calendar dates (anything else, such as
+# value by value (forms whose reader is already a C function, such as `int`, need no entry): a
+# temporal column whose texts are all calendar dates (anything else, such as
 # a zero date, makes `fromisoformat` refuse it, and the column goes value by value), a text
 # column without an escape.
 _COLUMN_READERS: dict[str, Callable[[Sequence[bytes]], list[Any]]] = {
-    "int": lambda c: list(map(int, c)),
-    "bit": lambda c: list(map(int, c)),
-    "double": lambda c: list(map(float, c)),
     "decimal": lambda c: list(map(Decimal, map(bytes.decode, c))),
     "date": lambda c: list(map(dt.date.fromisoformat, map(bytes.decode, c))),
     "datetime": lambda c: list(map(dt.datetime.fromisoformat, map(bytes.decode, c))),

@@ -42,7 +42,6 @@ import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from binlogsync.config import DatabaseSettings
 from binlogsync.seed.limits import DEFAULT_PARALLEL
@@ -351,12 +350,11 @@ def median(cells: list[Cell]) -> Cell:
         mid("dump_cpu"),
         mid("mydumper_cpu"),
         mid("seed_cpu"),
-        {name: mid_of(c.seed_cpu_by[name] for c in cells) for name in cells[0].seed_cpu_by},
+        {
+            name: round(float(statistics.median(c.seed_cpu_by[name] for c in cells)), 1)
+            for name in cells[0].seed_cpu_by
+        },
     )
-
-
-def mid_of(values: Any) -> float:
-    return round(float(statistics.median(values)), 1)
 
 
 def run(

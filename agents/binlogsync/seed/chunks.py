@@ -17,7 +17,6 @@ target (rowtext.py says why). Any other table is read as values, as before.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,7 @@ from ..mysql import ident, qualified
 from ..position import Position
 from ..reconcile import pinning
 from ..reconcile.checksums import after_where, rows_sql
-from ..rowtext import TextRows
+from ..rowtext import NEEDS_ESCAPE, TextRows
 from ..tabledef import INTEGER_TYPES, ColumnDef, TableDef
 from .rowread import fetch_all
 from .tables import SeedTable
@@ -56,7 +55,6 @@ _FORMS = {
 # REPLACE over bytes is a byte search (a third of the server's cost for the text form over
 # utf8mb4 characters). utf8 never has these bytes inside a character.
 _ESCAPES = (("5C", "5C5C"), ("09", "5C74"), ("0A", "5C6E"), ("0D", "5C72"), ("00", "5C30"))
-_SPECIAL = re.compile("[\\\\\t\n\r\x00]")
 
 
 def text_forms(definition: TableDef) -> tuple[str, ...] | None:
@@ -80,7 +78,7 @@ def _field_sql(column: ColumnDef, form: str) -> str:
         if column.charset != "utf8mb4":
             value = f"CONVERT({value} USING utf8mb4)"
         # An ENUM's or SET's values need no escape when none of its members does.
-        if not column.values or _SPECIAL.search("".join(column.values)):
+        if not column.values or NEEDS_ESCAPE.search("".join(column.values)):
             value = f"CAST({value} AS BINARY)"
             for raw, escaped in _ESCAPES:
                 value = f"REPLACE({value}, X'{raw}', X'{escaped}')"

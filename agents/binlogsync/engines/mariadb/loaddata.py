@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, cast
@@ -39,12 +38,11 @@ from typing import Any, cast
 from pymysql import connections, err
 from pymysql.constants import ER
 
-from ...rowtext import TextRows
+from ...rowtext import NEEDS_ESCAPE, TextRows
 from .literals import _PASS, NotBulk, convert, plain_texts
 
 NULL = "\\N"
 _ESCAPE = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r", "\x00": "\\0"})
-_SPECIAL = re.compile("[\\\\\t\n\r\x00]")
 _PACKET = 1 << 20  # bytes per packet of data, at most (and below max_allowed_packet)
 _names = itertools.count(1)
 # On a marked connection: None, or (name, data, packet size) of the statement running on it
@@ -76,7 +74,7 @@ def column(values: Sequence[Any]) -> tuple[list[str], bool]:
     if kinds == {int}:
         return list(map(str, values)), False
     if kinds == {str}:
-        if _SPECIAL.search("".join(values)) is None:
+        if NEEDS_ESCAPE.search("".join(values)) is None:
             return list(values), False
         return [v.translate(_ESCAPE) for v in values], False
     if bytes in kinds:

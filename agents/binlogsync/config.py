@@ -77,6 +77,7 @@ _TARGET_KEYS = (
     "retry_initial",
     "retry_max",
     "apply_schema_changes",
+    "seed_connections",
 )
 SCHEMA_CHANGE_MODES = ("off", "additive", "all")
 ZERO_DATE_MODES = ("error", "null", "epoch")  # what a PostgreSQL target does with a zero date
@@ -86,7 +87,7 @@ _KIND_ONLY_KEYS = {
     "auditlog": ("path", "rotate_bytes"),
     "redis": ("key_pattern", "ttl"),
     "postgresql": ("create_tables", "zero_dates"),
-    "mysql": (),
+    "mysql": ("seed_connections",),
 }
 _URL_KINDS = ("redis", "postgresql")
 _DEFAULT_URLS = {
@@ -385,6 +386,7 @@ class TargetConfig:
     zero_dates: str = "error"  # postgresql: a zero, partial or invalid date: error | null | epoch
     key_pattern: str = "{schema}:{table}:{key}"  # redis: a row's key
     ttl: int = 0  # redis: seconds until a written key expires (0: never)
+    seed_connections: int = 2  # mysql: connections that apply a seed's chunks side by side
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,16 @@ class AdminConfig:
     name: str
     hub: str
     security: Security = Security()
+
+
+def _seed_connections(t: _Section) -> int:
+    value = t.positive("seed_connections", int, 2)
+    if value > 3:
+        raise ConfigError(
+            f"target.seed_connections is {value}; at most 3",
+            "the hub sends a target at most 3 seed chunks ahead (hub/repairs.py REPAIRS_AHEAD)",
+        )
+    return int(value)
 
 
 def _read_toml(path: str | os.PathLike[str]) -> tuple[dict[str, Any], Path]:
@@ -803,6 +815,7 @@ def load_client(
             zero_dates=zero_dates,
             key_pattern=key_pattern,
             ttl=t.positive("ttl", int, 1) if "ttl" in data["target"] else 0,
+            seed_connections=_seed_connections(t),
         )
     if origin is None and target is None:
         raise ConfigError(

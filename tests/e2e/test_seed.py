@@ -123,6 +123,8 @@ def test_seed_a_new_target_while_writes_go_on(
         # Stale rows on the target: the seed replaces the table's rows.
         with target.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO t (id, v) VALUES (999999, 1), (5, 5)")
+            cur.execute("SELECT NOW(6)")
+            (started,) = cur.fetchone()
         with seed_writer(origin, dbname, 30_000) as writer:
             report = run_seed(s, target, "--chunk-rows", "3000")
             wait_until(lambda: writer.done > 200, 30, what="writes during the seed")
@@ -140,6 +142,17 @@ def test_seed_a_new_target_while_writes_go_on(
         assert shown.returncode == 0, shown.stderr
         seed_rows = [line for line in shown.stdout.splitlines() if f"{dbname}.t " in line]
         assert seed_rows and "origin -> target" in seed_rows[0] and "done" in seed_rows[0]
+        assert _lanes_used(target, started) == 2  # chunks side by side (target.seed_connections)
+
+
+def _lanes_used(target: Server, since: object) -> int:
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT COUNT(DISTINCT lane) FROM binlogsync.lane "
+            "WHERE origin = 'origin' AND applied_at >= %s",
+            (since,),
+        )
+        return int(cur.fetchone()[0])
 
 
 def test_seed_of_an_offline_target_stops_at_once_saying_so(
@@ -339,6 +352,53 @@ def test_seed_survives_kill_9_of_an_agent(
         report = json.loads(out)
         assert {t["table"]: t for t in report["tables"]}[f"{dbname}.t"]["rows"] > 35_000
         wait_equal(s, dbname, ["t", "u"], timeout=120)
+
+
+def test_seed_survives_kill_9_of_the_target_while_its_lanes_wait_to_commit(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """The target agent dies with chunks whose rows its lanes have written and whose commits
+    wait (another session holds the checkpoint row): nothing of them stays, the hub sends them
+    again to the restarted agent, and the copy is exact. (No writes meanwhile: a stream
+    delivery between chunks would take the main connection to the locked row first.)"""
+    with _site(tmp_path, origin, target, dbname, 30_000) as s:
+        seeding = subprocess.Popen(
+            [
+                *seed_command(s, target, "--chunk-rows", "2000", "--max-rows-per-second", "8000"),
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: _seeded_rows(s, dbname) >= 4_000, 60, what="part of the seed")
+            with target.connect() as locker, locker.cursor() as cur:
+                cur.execute("BEGIN")
+                cur.execute(
+                    "SELECT * FROM binlogsync.checkpoint WHERE origin = 'origin' FOR UPDATE"
+                )
+                wait_until(lambda: _lanes_waiting(target) == 2, 60, what="two lanes waiting")
+                s.kill(target.name)
+                locker.rollback()
+            s.start(target.name)
+            out, err = seeding.communicate(timeout=300)
+        finally:
+            if seeding.poll() is None:
+                seeding.kill()
+                seeding.wait()
+        assert seeding.returncode == 0, f"{out}\n{err}\n{s.logs()}"
+        wait_equal(s, dbname, ["t", "u"], timeout=120)
+
+
+def _lanes_waiting(target: Server) -> int:
+    """Sessions reading the checkpoint under its lock after their rows (Target.repair_in_lane)."""
+    with target.connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+            "WHERE INFO LIKE 'SELECT origin, file%%FOR UPDATE'"
+        )
+        return int(cur.fetchone()[0])
 
 
 def test_seed_creates_a_table_the_target_lacks_when_schema_changes_are_followed(

@@ -711,7 +711,10 @@ def test_table_map_cache_is_used(origin: Server, dbname: str) -> None:
 
 
 @integration
-def test_own_checkpoint_writes_come_through_empty(sandbox: Sandbox, dbname: str) -> None:
+@pytest.mark.parametrize("marker", ["checkpoint", "lane"])
+def test_own_marker_writes_come_through_empty(sandbox: Sandbox, dbname: str, marker: str) -> None:
+    """A transaction that writes our applier's checkpoint row, or a seed lane's row
+    (engines/mariadb/checkpoint.py), is ours: it travels without changes."""
     # A private server: the binlogsync schema on the shared ones belongs to the applier tests.
     server = sandbox.start("capture-loop", 31)
     try:
@@ -721,7 +724,7 @@ def test_own_checkpoint_writes_come_through_empty(sandbox: Sandbox, dbname: str)
             dbname,
             [
                 "CREATE DATABASE IF NOT EXISTS binlogsync",
-                "CREATE TABLE IF NOT EXISTS binlogsync.checkpoint "
+                f"CREATE TABLE IF NOT EXISTS binlogsync.{marker} "
                 "(origin VARCHAR(64) PRIMARY KEY, position BIGINT NOT NULL)",
                 "CREATE TABLE t (id INT PRIMARY KEY)",
             ],
@@ -733,16 +736,19 @@ def test_own_checkpoint_writes_come_through_empty(sandbox: Sandbox, dbname: str)
             dbname,
             [
                 "BEGIN",
+                f"REPLACE INTO binlogsync.{marker} VALUES ('o1', 42)",
                 "INSERT INTO t VALUES (1)",
-                "REPLACE INTO binlogsync.checkpoint VALUES ('o1', 42)",
                 "COMMIT",
                 "INSERT INTO t VALUES (2)",
+                "BEGIN",
+                "INSERT INTO t VALUES (3)",
+                f"REPLACE INTO binlogsync.{marker} VALUES ('o1', 43)",
+                "COMMIT",
             ],
         )
         end = current_position(db)
-        applied, local = capture(server, start, end, TableFilter(("*.*",)))
-        assert applied.changes == ()
-        assert [c.after for c in local.changes] == [((2,),)]
+        got = capture(server, start, end, TableFilter(("*.*",)))
+        assert [[c.after for c in tx.changes] for tx in got] == [[], [((2,),)], []]
     finally:
         sandbox.stop("capture-loop")
 

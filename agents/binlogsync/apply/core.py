@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
-from ..engines.base import Ambiguous, Engine, Session, StaleStream
+from ..engines.base import Ambiguous, Engine, LaneEngine, Session, StaleStream
 from ..errors import ApplyError, ConfigError, SchemaMismatchError
 from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position, comparable
@@ -204,6 +204,53 @@ class Target:
             raise ambiguous.error from ambiguous.error.__cause__
         assert result is not None
         return result
+
+    @property
+    def lanes(self) -> bool:
+        """Whether seed chunks may be applied side by side (`repair_in_lane`) on this engine."""
+        return hasattr(self.engine, "begin_lane")
+
+    def checkpoint_moved(self) -> None:
+        """Another Target of this origin moved the checkpoint (a lane): read it again next."""
+        self._known = False
+
+    def repair_in_lane(self, transaction: Transaction, snapshot: Position, lane: int) -> Position:
+        """Apply a seed chunk of rows only (no DDL, not a reset) while other Targets of the
+        same origin apply others, each on its own connection (`lane`); returns the checkpoint
+        as this transaction left it.
+
+        The same result as `repair(…, seed=True)`: the rows and checkpoint := min(checkpoint,
+        `snapshot`) in one target transaction. The order differs: the lane's own marker row
+        first (what a two-way capture recognises; no other lane locks it), then the rows, then
+        the checkpoint is read under its lock and moved. So the lanes' rows are written at the
+        same time and only their commits wait for each other, and min() gives the same
+        checkpoint whatever order they commit in.
+        """
+        self.abort_stream()
+        if any(c.kind not in ROW_KINDS for c in transaction.changes):
+            raise ApplyError(
+                f"origin {self.origin}: a seed chunk with DDL or TRUNCATE at {snapshot} cannot "
+                "be applied beside others",
+                "apply it alone (Target.repair)",
+            )
+        session = cast(LaneEngine, self.engine).begin_lane(lane, snapshot)
+        try:
+            session.add(transaction.changes, transaction.position, transaction.timestamp)
+            session.flush()
+            base = session.lock_checkpoint()
+            if not comparable(base, snapshot):
+                raise scheme_back(self.origin, base, snapshot)
+            new = self._rewound(base, snapshot, start=True, reset=False)
+            session.set_checkpoint(new, 1, self.epoch)
+            session.finish(commit=True)
+        except BaseException as exc:
+            session.abort()
+            self._forget()
+            if isinstance(exc, Ambiguous):
+                raise exc.error from exc.error.__cause__
+            raise
+        self._known = False  # the other lanes move it too
+        return new
 
     def apply_part(self, part: Part, end: Position) -> Position | None:
         """Apply one part of the transaction that ends at `end`; the last part commits.
@@ -404,18 +451,7 @@ class Target:
             if upto is not None and (new is None or upto.key > new.key):
                 new = upto
             if rewind is not None:
-                # Replay must start at or before both the snapshot and what is applied now:
-                # changes the target has not applied yet must not be skipped (see `repair`).
-                if reset or (base is None and start):
-                    new = rewind
-                elif base is None:
-                    raise ApplyError(
-                        f"target has applied nothing of {self.origin} yet; a repair needs a "
-                        "checkpoint",
-                        "wait until the target has caught up, then repair",
-                    )
-                else:
-                    new = rewind if rewind.key < base.key else base
+                new = self._rewound(base, rewind, start, reset)
             moves = new is not None and (base is None or new.key > base.key or rewind is not None)
             reduced = self._reduce(session, fresh) if reduce and len(fresh) > 1 else None
             if commit and moves:
@@ -442,6 +478,21 @@ class Target:
         except BaseException:
             session.abort()
             raise
+
+    def _rewound(
+        self, base: Position | None, snapshot: Position, start: bool, reset: bool
+    ) -> Position:
+        """The checkpoint after a repair read at `snapshot`: replay must start at or before
+        both the snapshot and what is applied now, so that changes the target has not applied
+        yet are not skipped (see `repair`)."""
+        if reset or (base is None and start):
+            return snapshot
+        if base is None:
+            raise ApplyError(
+                f"target has applied nothing of {self.origin} yet; a repair needs a checkpoint",
+                "wait until the target has caught up, then repair",
+            )
+        return snapshot if snapshot.key < base.key else base
 
     def _reduce(
         self, session: Session, transactions: Sequence[Transaction]

@@ -14,9 +14,10 @@ values.py, tablemap.py and ddl.py help it. Everything it yields is our own `Tran
     Query ROLLBACK ............ discards the group (rolled-back work never leaves the origin)
 
 A group whose changes were all filtered out is still yielded, with changes=(), so that the
-acknowledged position can advance. A group that wrote a row into `binlogsync.checkpoint` was
-written by our own applier (two-way sync; the applier writes that row first) and is yielded
-with changes=() too: loop prevention.
+acknowledged position can advance. A group that wrote a row into `binlogsync.checkpoint` (or
+`binlogsync.lane`: a seed chunk applied beside others) was written by our own applier
+(two-way sync; the applier writes that row first) and is yielded with changes=() too: loop
+prevention.
 
 A group that grows past `part_rows` rows or `part_bytes` of row events is yielded as it is
 read, as numbered `Part`s sharing the group's begin position; the last part carries the end.
@@ -92,7 +93,9 @@ from .values import LOST, TableShape
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_TABLE = ("binlogsync", "checkpoint")
+# Our applier's markers: every target transaction it writes begins with a row of one of these
+# (the checkpoint; a seed chunk applied in a lane, its lane's row: engines/mariadb/checkpoint.py).
+OWN_MARKERS = frozenset({("binlogsync", "checkpoint"), ("binlogsync", "lane")})
 PART_ROWS = 10_000
 PART_BYTES = 8 * 1024 * 1024
 _MARIADB_FL_STANDALONE = 0x01
@@ -110,7 +113,7 @@ class _Group:
     gtid: str | None = None
     needs_commit: bool = True  # False: a standalone DDL group ends at its Query event
     changes: list[Change] = field(default_factory=list)
-    own: bool = False  # wrote binlogsync.checkpoint: applied by us, never sent back
+    own: bool = False  # wrote binlogsync.checkpoint or .lane: applied by us, never sent back
     rows: int = 0  # rows and event bytes in `changes`, for cutting parts
     size: int = 0
     parts: int = 0  # parts already yielded
@@ -444,9 +447,9 @@ class BinlogReader:
         return self._append(group, change, event.event_size)
 
     def _takes_rows(self, event: Any, group: _Group) -> bool:
-        """Whether a Rows event's rows belong in the group; notes our own checkpoint write."""
+        """Whether a Rows event's rows belong in the group; notes our own marker's write."""
         schema, table = event.schema, event.table
-        if (schema, table) == CHECKPOINT_TABLE:
+        if (schema, table) in OWN_MARKERS:
             group.own = True
             group.changes.clear()
             return False

@@ -24,11 +24,13 @@ from __future__ import annotations
 import logging
 import queue
 import time
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from ..apply.core import failed_at
+from ..apply.core import Target, failed_at
 from ..apply.store import open_store, require
 from ..codec import unpack
 from ..config import TargetConfig
@@ -36,7 +38,7 @@ from ..engines.base import StaleStream
 from ..engines.mariadb import checkpoint
 from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
-from ..model import Part, Transaction, body_from_wire
+from ..model import ROW_KINDS, Part, Transaction, body_from_wire
 from ..position import Position
 from ..runloop import Backoff, RunLoop
 
@@ -96,6 +98,10 @@ class ApplyWorker(RunLoop):
         self._expect_generation = generation
         self.pending_since: float | None = None  # commit time of the oldest unapplied change
         self.applier = open_store(config, origin, epoch)
+        # More appliers of this origin, each its own connection and thread, for a seed's chunks
+        # side by side (`_side_by_side`); made when a seed first needs them.
+        self.lanes: list[Target] = []
+        self._lane_pool: ThreadPoolExecutor | None = None
         self.backoff = Backoff(config.retry_initial, config.retry_max)
         self.failures = 0
         # When this worker first dropped a delivery it could not use (not continuing what it
@@ -118,6 +124,8 @@ class ApplyWorker(RunLoop):
         """The link was re-established: the hub re-sends everything after our checkpoint."""
         self.generation = generation
         self.applier.epoch = epoch
+        for lane in self.lanes:
+            lane.epoch = epoch
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop and wait up to `timeout`. A worker still inside the database then (a lock
@@ -133,6 +141,10 @@ class ApplyWorker(RunLoop):
                 timeout,
             )
             return
+        if self._lane_pool is not None:
+            self._lane_pool.shutdown()
+        for lane in self.lanes:
+            lane.close()
         self.applier.close()
 
     # -- taking deliveries ---------------------------------------------------------------------
@@ -233,7 +245,7 @@ class ApplyWorker(RunLoop):
             generation = self.generation
             try:
                 if group[0].repair:
-                    self._repair(group[0])
+                    self._repairs(group[0])
                 elif group[0].part:
                     self._part(group[0])
                 else:
@@ -261,7 +273,7 @@ class ApplyWorker(RunLoop):
                     # A repair or seed chunk came while this group fails: it may bring what
                     # the group lacks (a table, a Redis target's definition), so it goes
                     # first, then the group is tried again.
-                    self._repair(waiting)
+                    self._repair(waiting, self._repair_body(waiting))
                 continue
             self._succeeded(len(txs))
             self.report(Outcome(self.origin, group[-1].seq, checkpoint_now, generation=generation))
@@ -399,22 +411,160 @@ class ApplyWorker(RunLoop):
                 log.warning("could not apply the transactions before %s: %s", failing, again)
         return failing
 
-    def _repair(self, delivery: Delivery) -> None:
-        """A repair is tried once: a failure goes back to whoever asked for it."""
+    def _repairs(self, first: Delivery) -> None:
+        """A repair alone, or, on a target whose engine has lanes, a seed's chunks side by side
+        (`_side_by_side`) for as long as they come."""
+        tx = self._repair_body(first)
+        if self._lane_ready(first, tx):
+            self._side_by_side(first, tx)
+        else:
+            self._repair(first, tx)
+
+    def _repair_body(self, delivery: Delivery) -> Transaction:
         txs = self._decode(delivery)
         if len(txs) != 1 or not isinstance(txs[0], Transaction):
             raise ProtocolError("a repair carries exactly one transaction")
+        return txs[0]
+
+    def _lane_ready(self, delivery: Delivery, tx: Transaction) -> bool:
+        """A seed chunk of rows only (its table's first chunk, with the definition and the
+        TRUNCATE, goes alone), to a target whose engine has lanes."""
+        return (
+            self.config.seed_connections > 1
+            and self.applier.lanes
+            and self._current_repair(delivery)
+            and delivery.seed
+            and not delivery.reset
+            and all(c.kind in ROW_KINDS for c in tx.changes)
+        )
+
+    def _side_by_side(self, first: Delivery, tx: Transaction) -> None:
+        """Seed chunks applied at once, one per lane: `seed_connections` more appliers of this
+        origin, each its own connection and thread (Target.repair_in_lane). A free lane takes
+        the next chunk as soon as it is queued; anything else that comes (a stream delivery, a
+        plain repair) waits until every lane is done, so it stays in order.
+
+        Each chunk is one target transaction, as alone. Answers go out in the chunks' order,
+        each once its chunk and every one before it committed, with the lowest checkpoint any
+        lane has returned so far: that is the checkpoint as it stands (the chunks only move it
+        down, min(); the last to commit saw the others'), never above it. A chunk that fails
+        in a lane (a lock wait or deadlock between lanes, a lost connection) stops the taking;
+        once the lanes are idle it is applied again alone, and only an error there goes back
+        to the hub."""
+        count = self.config.seed_connections
+        while len(self.lanes) < count:
+            self.lanes.append(open_store(self.config, self.origin, self.applier.epoch))
+        if self._lane_pool is None:
+            self._lane_pool = ThreadPoolExecutor(count, thread_name_prefix=f"lane-{self.origin}")
+        free = list(range(count))
+        in_flight: deque[tuple[Delivery, Transaction, int, Future[Position]]] = deque()
+        lowest: Position | None = None
+        taking: tuple[Delivery, Transaction] | None = (first, tx)
+        while taking is not None or in_flight:
+            if taking is not None and free:
+                delivery, chunk = taking
+                lane = free.pop(0)
+                future = self._lane_pool.submit(
+                    self.lanes[lane].repair_in_lane, chunk, delivery.upto, lane + 1
+                )
+                in_flight.append((delivery, chunk, lane, future))
+                taking = None
+            can_take = bool(free) and self.held is None and not self.stopping
+            if can_take:
+                taking = self._next_chunk(0.002 if in_flight else 0.0)
+                if taking is not None:
+                    continue
+            if in_flight:
+                wait([in_flight[0][3]], 0.005 if can_take else None)
+            while in_flight and in_flight[0][3].done():
+                delivery, chunk, lane, future = in_flight.popleft()
+                free.append(lane)
+                try:
+                    applied = future.result()
+                except BinlogsyncError as exc:
+                    # Later chunks may be in flight still: they finish first, then this one
+                    # goes alone, and all are answered in order (`_drain`).
+                    self._drain(in_flight, (delivery, chunk, exc), lowest)
+                    return
+                if lowest is None or applied.key < lowest.key:
+                    lowest = applied
+                self.applier.checkpoint_moved()
+                self._answer_repair(delivery, lowest, lowest)
+
+    def _next_chunk(self, timeout: float) -> tuple[Delivery, Transaction] | None:
+        """The next queued delivery if it is a seed chunk a lane takes; anything else is held
+        for the loop, after the lanes."""
+        more = self._next(timeout)
+        if more is None:
+            return None
+        try:
+            chunk = self._repair_body(more) if more.repair else None
+        except ProtocolError:
+            chunk = None  # reported in its own turn
+        if chunk is None or not self._lane_ready(more, chunk):
+            self.held = more
+            return None
+        return more, chunk
+
+    def _drain(
+        self,
+        in_flight: deque[tuple[Delivery, Transaction, int, Future[Position]]],
+        failed: tuple[Delivery, Transaction, BinlogsyncError],
+        lowest: Position | None,
+    ) -> None:
+        """After a lane's chunk failed: wait for the others, then apply it and every later one
+        that failed alone, and answer all in order."""
+        wait([f for *_, f in in_flight])
+        tried: list[tuple[Delivery, Transaction, Position | BinlogsyncError]] = [failed]
+        for delivery, chunk, _, future in in_flight:
+            try:
+                tried.append((delivery, chunk, future.result()))
+            except BinlogsyncError as exc:
+                tried.append((delivery, chunk, exc))
+        in_flight.clear()
+        self.applier.checkpoint_moved()
+        outcomes: list[Position | BinlogsyncError] = []
+        for delivery, chunk, outcome in tried:
+            if isinstance(outcome, BinlogsyncError):
+                log.info(
+                    "seed chunk of %s at %s failed beside others (%s); applying it alone",
+                    self.origin, delivery.upto, outcome,
+                )  # fmt: skip
+                try:
+                    outcome = self.applier.repair(chunk, delivery.upto, seed=True)
+                except BinlogsyncError as exc:
+                    outcome = exc
+            outcomes.append(outcome)
+        for outcome in outcomes:
+            if isinstance(outcome, Position) and (lowest is None or outcome.key < lowest.key):
+                lowest = outcome
+        for (delivery, _, _), outcome in zip(tried, outcomes, strict=True):
+            self._answer_repair(delivery, lowest, outcome)
+
+    def _repair(self, delivery: Delivery, tx: Transaction) -> None:
+        """A repair is tried once: a failure goes back to whoever asked for it."""
         try:
             checkpoint_now = self.applier.repair(
-                txs[0], delivery.upto, seed=delivery.seed, reset=delivery.reset
+                tx, delivery.upto, seed=delivery.seed, reset=delivery.reset
             )
         except BinlogsyncError as exc:
+            self._answer_repair(delivery, None, exc)
+            return
+        self._answer_repair(delivery, checkpoint_now, checkpoint_now)
+
+    def _answer_repair(
+        self,
+        delivery: Delivery,
+        checkpoint_now: Position | None,
+        outcome: Position | BinlogsyncError,
+    ) -> None:
+        if isinstance(outcome, BinlogsyncError):
             self.report(
                 Outcome(
                     self.origin,
                     delivery.seq,
                     None,
-                    str(exc),
+                    str(outcome),
                     None,
                     0.0,
                     True,

@@ -15,6 +15,9 @@ two small faces:
                 streams            parts go into one open transaction as they arrive (else the
                                    core holds them and applies the transaction whole)
                 close()
+                begin_lane(lane, snapshot)   (optional: an engine that has it takes seed chunks
+                                   side by side, each on its own connection, a LaneSession:
+                                   its lane's marker row first, no checkpoint read yet)
 
     Session     base               the checkpoint at the start of the transaction
                 set_checkpoint()   the new checkpoint, compared with `base` (another writer's
@@ -30,6 +33,8 @@ two small faces:
                 record_skip(at, reason)   the record of an explicit skip (binlogsync skip)
                 finish(commit)     run what is pending; commit, or roll back (a dry run)
                 abort()            roll back after an error
+                lock_checkpoint()  (LaneSession) read the checkpoint now, locked until the
+                                   transaction ends; it becomes `base`
 
 A failure is raised as one of our errors (errors.py) naming the origin, the transaction, the
 table and the fix; a statement that carries several transactions and fails on their data is
@@ -115,3 +120,11 @@ class Engine(Protocol):
     def replayable(self, error: BaseException) -> bool: ...
 
     def close(self) -> None: ...
+
+
+class LaneSession(Session, Protocol):
+    def lock_checkpoint(self) -> Position | None: ...
+
+
+class LaneEngine(Engine, Protocol):
+    def begin_lane(self, lane: int, snapshot: Position) -> LaneSession: ...

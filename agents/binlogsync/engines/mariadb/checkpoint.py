@@ -6,11 +6,15 @@ A small `binlogsync` schema on every target:
                 Position.key, the order), the epoch of the hub log that delivered it, how
                 many transactions were applied in total, when
     skipped     one row per explicit skip: the position the checkpoint was moved to, and why
+    lane        one row per origin and apply connection that seed chunks use side by side
+                (apply/core.py `repair_in_lane`): the snapshot of the last chunk it applied
 
 The checkpoint row is written in the same target transaction as the rows it covers, and
 before them, so a transaction is either applied and counted, or neither (delivery is
 at-least-once, the effect exactly-once), and so the target's own binlog shows the marker
-before the rows (two-way sync recognises them by it). `skip()` is the only way past a
+before the rows (two-way sync recognises them by it). Seed chunks applied side by side on
+several connections write their `lane` row first instead, as their marker, and move the
+checkpoint last: the checkpoint row's lock then serialises only their commits, not their rows. `skip()` is the only way past a
 transaction that cannot be applied, and it leaves a record.
 
 This module is the one reader and writer of these tables: the applier, the target role's
@@ -54,6 +58,14 @@ _DDL = (
         reason TEXT NOT NULL,
         skipped_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
         KEY origin_pos (origin, pos_key)
+    ) ENGINE=InnoDB""",
+    f"""CREATE TABLE IF NOT EXISTS `{SCHEMA}`.`lane` (
+        origin VARCHAR(64) NOT NULL,
+        lane SMALLINT UNSIGNED NOT NULL,
+        pos_key BIGINT UNSIGNED NOT NULL,
+        gtid VARCHAR(255),
+        applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+        PRIMARY KEY (origin, lane)
     ) ENGINE=InnoDB""",
 )
 # Tables made by binlogsync 0.1.0 lack the epoch; adding a nullable column keeps their rows.
@@ -227,6 +239,17 @@ def write(
             "another applier for the same origin is running, or someone skipped a transaction; "
             "run one applier per origin and target — the next attempt re-reads the checkpoint",
         )
+
+
+def mark_lane(cursor: Any, origin: str, lane: int, snapshot: Position) -> None:
+    """The first write of a seed chunk applied in `lane` (inside the caller's transaction): the
+    marker a two-way capture recognises, on a row no other lane locks."""
+    cursor.execute(
+        f"INSERT INTO `{SCHEMA}`.`lane` (origin, lane, pos_key, gtid, applied_at) "
+        "VALUES (%s, %s, %s, %s, CURRENT_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE "
+        "pos_key = VALUES(pos_key), gtid = VALUES(gtid), applied_at = VALUES(applied_at)",
+        (origin, lane, snapshot.key, snapshot.gtid),
+    )
 
 
 def _connect(db: DatabaseSettings, doing: str) -> Any:

@@ -18,7 +18,9 @@ MariaDB or MySQL target, and nothing the core decides.
 
 The checkpoint row is written first in every target transaction: it locks the row against a
 concurrent skip, and in the target's own binlog it comes before the rows, so a two-way capture
-recognises our transactions from their first event (loop prevention).
+recognises our transactions from their first event (loop prevention). A seed chunk applied in
+a lane (`begin_lane`, one of several connections side by side) writes its lane's row first
+instead, and reads and moves the checkpoint under its lock last (`lock_checkpoint`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,23 @@ class MariaDBEngine:
             cur.close()
             raise
         return MariaDBSession(self, cur, base)
+
+    def begin_lane(self, lane: int, snapshot: Position) -> MariaDBSession:
+        """A target transaction for a seed chunk applied beside others: its lane's marker row
+        first; the checkpoint is read (locked) and moved only at its end (`lock_checkpoint`)."""
+        conn = self._connection()
+        cur = conn.cursor()
+        try:
+            self._doing = "marking the lane"
+            checkpoints.mark_lane(cur, self.origin, lane, snapshot)
+        except (pymysql.err.MySQLError, OSError) as exc:
+            cur.close()
+            self.rollback()
+            raise self.translate(exc, None, None, None) from exc
+        except BaseException:
+            cur.close()
+            raise
+        return MariaDBSession(self, cur, None)
 
     def follow_schema(self, change: Change, position: Position, mode: str) -> list[str]:
         try:
@@ -347,6 +366,20 @@ class MariaDBSession:
         except (pymysql.err.MySQLError, OSError) as exc:
             self._end()
             raise self.engine.failure(exc, None, None, None) from exc
+
+    def lock_checkpoint(self) -> Position | None:
+        """Read the checkpoint now, locked until this transaction ends (a lane's chunk, after
+        its rows: it waits here for another lane's commit); it becomes `base`."""
+        self.engine._doing = "reading the checkpoint"
+        try:
+            self.pipeline.wait()
+            self.base = checkpoints.read(self.cursor, self.engine.origin, lock=True)
+        except StatementFailed as failed:
+            raise self._statement_failed(failed) from failed.cause
+        except (pymysql.err.MySQLError, OSError) as exc:
+            self._end()
+            raise self.engine.failure(exc, None, None, None) from exc
+        return self.base
 
     def record_skip(self, position: Position, reason: str) -> None:
         self.engine._doing = "recording the skip"

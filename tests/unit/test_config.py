@@ -90,6 +90,12 @@ def _client(tmp_path: Path, body: str) -> Path:
             "origin.candidates[1] 'db1:3306' is named twice (or is origin.host:port)",
         ),
         ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
+        ("[target]\nseed_connections = 4\n", "target.seed_connections is 4; at most 3"),
+        ("[target]\nseed_connections = 0\n", "target.seed_connections must be > 0"),
+        (
+            "[target]\nkind = 'redis'\nseed_connections = 2\n",
+            "target.seed_connections is for kind 'mysql', and this target is 'redis'",
+        ),
         ("max_message_bytes = 65536\n[target]\n", "max_message_bytes must be between 1048576"),
         ("max_message_bytes = 2147483648\n[target]\n", "and 1073741824 (1 GiB)"),
         (

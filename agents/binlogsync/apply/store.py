@@ -7,6 +7,8 @@ engine adapter, so the target role drives one interface whatever the kind:
     apply_part(part, end)   one part of a large transaction; the last part commits
     abort_stream()          drop a transaction being streamed (its parts come again)
     repair(tx, snapshot, seed=, reset=)   source rows read at `snapshot` (reconcile, seed)
+    repair_in_lane(tx, snapshot, lane)    a seed chunk beside others, on its own connection
+                            (where the engine has lanes: `lanes`)
     skip(position, reason)  move past one transaction on purpose, with a record
     close()
 

@@ -14,6 +14,10 @@ the checkpoint moves with the last. If it fails half-way, nothing of it was kept
 are gone from memory, so the worker asks the hub to send them again (FAILED `resend`) after
 its back-off.
 
+A seed's later chunks, on a MariaDB/MySQL target, are applied side by side on
+`seed_connections` more connections (`_side_by_side`, Target.repair_in_lane), each still one
+target transaction; the answers go back in order.
+
 Deliveries are decoded on the worker, not on the agent's loop, and each names the position it
 continues from (`after`): one that does not continue what the worker has — left over from
 before a re-send — is dropped, so nothing is ever applied across a gap.

@@ -386,7 +386,7 @@ class TargetConfig:
     zero_dates: str = "error"  # postgresql: a zero, partial or invalid date: error | null | epoch
     key_pattern: str = "{schema}:{table}:{key}"  # redis: a row's key
     ttl: int = 0  # redis: seconds until a written key expires (0: never)
-    seed_connections: int = 2  # mysql: connections that apply a seed's chunks side by side
+    seed_connections: int = 3  # mysql: connections that apply a seed's chunks side by side
 
 
 @dataclass(frozen=True)
@@ -412,11 +412,11 @@ class AdminConfig:
 
 
 def _seed_connections(t: _Section) -> int:
-    value = t.positive("seed_connections", int, 2)
-    if value > 3:
+    value = t.positive("seed_connections", int, 3)
+    if value > 4:
         raise ConfigError(
-            f"target.seed_connections is {value}; at most 3",
-            "the hub sends a target at most 3 seed chunks ahead (hub/repairs.py REPAIRS_AHEAD)",
+            f"target.seed_connections is {value}; at most 4",
+            "the hub sends a target at most 4 seed chunks ahead (hub/repairs.py REPAIRS_AHEAD)",
         )
     return int(value)
 

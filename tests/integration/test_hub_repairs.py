@@ -72,7 +72,7 @@ def test_repairs_go_ahead_and_are_answered_in_order(hub: HubThread) -> None:
     for delivered in first:
         target.applied(delivered, upto=tx(1).position)
         done.append(operator.recv(kind=frames.REPAIRED).header["id"])
-    assert done == ["r0", "r1", "r2"][:REPAIRS_AHEAD]
+    assert done == [f"r{n}" for n in range(REPAIRS_AHEAD)]
     rest = _repairs(target, COUNT - REPAIRS_AHEAD)
     assert _ids(rest) == [tx(50 + n).position.offset for n in range(REPAIRS_AHEAD, COUNT)]
     for delivered in rest:
@@ -87,7 +87,7 @@ def test_a_target_that_reconnects_gets_every_unanswered_repair_again(hub: HubThr
     first = _repairs(target, REPAIRS_AHEAD)
     target.applied(first[0], upto=tx(1).position)
     assert operator.recv(kind=frames.REPAIRED).header["id"] == "r0"
-    target.close()  # lost with r1, r2 applied or not: the hub cannot know
+    target.close()  # lost with r1, r2, ... applied or not: the hub cannot know
     again = Peer(hub.endpoint)
     again.hello("t1", ["target"], checkpoints={"o1": tx(1).position.to_json()})
     resent = _repairs(again, REPAIRS_AHEAD)

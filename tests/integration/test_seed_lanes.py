@@ -185,10 +185,10 @@ def test_the_worker_applies_queued_seed_chunks_side_by_side_and_answers_each_in_
     missing = Transaction(pos(0), 1.0, (Change("insert", dbname, "nowhere", ("id",), (), ((1,),)),))
     deliveries = [
         _delivery(1, first, pos(30)),  # its table's first chunk: alone
-        _delivery(2, rows(dbname, 300, 300), pos(31)),  # lane 1
-        _delivery(3, rows(dbname, 600, 300), pos(32)),  # lane 2
-        _delivery(4, missing, pos(33)),  # lane 1, then alone: fails both times
-        _delivery(5, rows(dbname, 900, 300), pos(34)),  # lane 2
+        _delivery(2, rows(dbname, 300, 300), pos(31)),  # these side by side
+        _delivery(3, rows(dbname, 600, 300), pos(32)),
+        _delivery(4, missing, pos(33)),  # in a lane, then alone: fails both times
+        _delivery(5, rows(dbname, 900, 300), pos(34)),
     ]
     for delivery in deliveries:
         worker.queue.put(delivery)
@@ -201,9 +201,9 @@ def test_the_worker_applies_queued_seed_chunks_side_by_side_and_answers_each_in_
     assert [o.upto for o in got] == [pos(30), pos(30), pos(30), None, pos(30)]
     assert got[3].repair and "nowhere" in got[3].error
     assert q(db, f"SELECT COUNT(*), MAX(id) FROM `{dbname}`.t") == [(1200, 1199)]
-    assert q(
-        db, "SELECT lane, pos_key FROM binlogsync.lane WHERE origin = %s ORDER BY lane", (origin,)
-    ) == [(1, pos(31).key), (2, pos(34).key)]
+    lanes = q(db, "SELECT lane, pos_key FROM binlogsync.lane WHERE origin = %s", (origin,))
+    assert {lane for lane, _ in lanes} == {1, 2}  # which took which depends on timing
+    assert {key for _, key in lanes} <= {pos(31).key, pos(32).key, pos(34).key}
 
 
 def test_one_seed_connection_applies_every_chunk_alone(

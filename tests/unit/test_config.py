@@ -90,7 +90,7 @@ def _client(tmp_path: Path, body: str) -> Path:
             "origin.candidates[1] 'db1:3306' is named twice (or is origin.host:port)",
         ),
         ("[target]\n[extra]\n", "unknown table(s) in config: extra"),
-        ("[target]\nseed_connections = 4\n", "target.seed_connections is 4; at most 3"),
+        ("[target]\nseed_connections = 5\n", "target.seed_connections is 5; at most 4"),
         ("[target]\nseed_connections = 0\n", "target.seed_connections must be > 0"),
         (
             "[target]\nkind = 'redis'\nseed_connections = 2\n",

@@ -35,8 +35,9 @@ log = logging.getLogger("binlogsync.hub")
 
 # Repairs in flight to one target at most: while it applies one, the next is already in its
 # queue, so a seed's chunks do not wait for a round trip between them (a 1M-row seed's apply
-# thread waited 2.5 s of 11 s for its next chunk with one in flight, 1.0 s with three).
-REPAIRS_AHEAD = 3
+# thread waited 2.5 s of 11 s for its next chunk with one in flight, 1.0 s with three), and a
+# MariaDB target's lanes (target.seed_connections, at most this many) each have one to apply.
+REPAIRS_AHEAD = 4
 # Seconds the log is kept from a seed chunk's snapshot on (the next chunk is read after it); a
 # seed that pauses longer may find its next snapshot compacted away and reads it again.
 SEED_HOLD = 120.0

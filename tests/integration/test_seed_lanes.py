@@ -14,6 +14,7 @@ import pymysql
 import pytest
 
 from binlogsync.apply import Applier
+from binlogsync.client import target as target_module
 from binlogsync.client.target import ApplyWorker, Delivery, Outcome
 from binlogsync.codec import pack
 from binlogsync.config import DatabaseSettings, TargetConfig
@@ -223,3 +224,39 @@ def test_one_seed_connection_applies_every_chunk_alone(
     assert [o.upto for o in got] == [pos(1), pos(1), pos(1)]
     assert q(db, "SELECT COUNT(*) FROM binlogsync.lane WHERE origin = %s", (origin,)) == [(0,)]
     assert q(db, f"SELECT COUNT(*) FROM `{dbname}`.t") == [(300,)]
+
+
+def test_the_lanes_close_their_connections_once_the_seed_goes_quiet(
+    db: pymysql.Connection,
+    settings: DatabaseSettings,
+    dbname: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(target_module, "LANES_IDLE", 2.0)
+    origin = f"quiet-{dbname}"
+    outcomes: queue.Queue[Outcome] = queue.Queue()
+    config = TargetConfig(database=settings, seed_connections=2)
+    worker = ApplyWorker(origin, config, ClientMetrics(), outcomes.put, 1 << 26, None, 0)
+    first = Transaction(pos(0), 1.0, (Change("truncate", dbname, "t"),))
+    worker.queue.put(_delivery(1, first, pos(1)))
+    worker.queue.put(_delivery(2, rows(dbname, 0, 300), pos(2)))
+    worker.queue.put(_delivery(3, rows(dbname, 300, 300), pos(3)))
+    worker.start()
+    try:
+        assert [outcomes.get(timeout=60).upto for _ in range(3)] == [pos(1)] * 3
+        ids = [lane.connection_id for lane in list(worker.lanes)]
+        assert len(ids) == 2 and None not in ids
+        wait_until(lambda: not worker.lanes, 10, 0.05, "the lanes closed")
+
+        def gone() -> bool:
+            found = {i for (i,) in q(db, "SELECT id FROM information_schema.PROCESSLIST")}
+            return not found & set(ids)
+
+        wait_until(gone, 10, 0.05, "the lanes' connections gone from the server")
+        # A later seed opens them again.
+        worker.queue.put(_delivery(4, rows(dbname, 600, 300), pos(4)))
+        worker.queue.put(_delivery(5, rows(dbname, 900, 300), pos(5)))
+        assert [outcomes.get(timeout=60).upto for _ in range(2)] == [pos(1)] * 2
+    finally:
+        worker.close()
+    assert q(db, f"SELECT COUNT(*) FROM `{dbname}`.t") == [(1200,)]

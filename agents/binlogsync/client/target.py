@@ -64,6 +64,9 @@ class Delivery:
 
 
 _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
+# Seconds the lanes' connections stay open after a seed's last chunk: a seed's chunks come
+# back to back, and one origin's idle lanes should not hold the target's connections for ever.
+LANES_IDLE = 60.0
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,7 @@ class ApplyWorker(RunLoop):
         # side by side (`_side_by_side`); made when a seed first needs them.
         self.lanes: list[Target] = []
         self._lane_pool: ThreadPoolExecutor | None = None
+        self._lanes_used_at = 0.0
         self.backoff = Backoff(config.retry_initial, config.retry_max)
         self.failures = 0
         # When this worker first dropped a delivery it could not use (not continuing what it
@@ -239,6 +243,7 @@ class ApplyWorker(RunLoop):
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:
         while not self.stopping:
+            self._close_idle_lanes()
             group = self._take()
             if not group:
                 self.pending_since = None
@@ -489,11 +494,20 @@ class ApplyWorker(RunLoop):
                     # Later chunks may be in flight still: they finish first, then this one
                     # goes alone, and all are answered in order (`_drain`).
                     self._drain(in_flight, (delivery, chunk, exc), lowest)
+                    self._lanes_used_at = time.monotonic()
                     return
                 if lowest is None or applied.key < lowest.key:
                     lowest = applied
                 self.applier.checkpoint_moved()
                 self._answer_repair(delivery, lowest, lowest)
+        self._lanes_used_at = time.monotonic()
+
+    def _close_idle_lanes(self) -> None:
+        if self.lanes and time.monotonic() - self._lanes_used_at > LANES_IDLE:
+            for lane in self.lanes:
+                lane.close()
+            self.lanes.clear()  # the next seed opens them again
+            log.info("closed the seed lanes of %s (idle)", self.origin)
 
     def _next_chunk(self, timeout: float) -> tuple[Delivery, Transaction] | None:
         """The next queued delivery if it is a seed chunk a lane takes; anything else is held

@@ -69,6 +69,11 @@ _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
 LANES_IDLE = 60.0
 
 
+def _lower(a: Position | None, b: Position) -> Position:
+    """The lower of two checkpoints (None: none yet)."""
+    return b if a is None or b.key < a.key else a
+
+
 @dataclass(frozen=True)
 class Outcome:
     origin: str
@@ -465,15 +470,21 @@ class ApplyWorker(RunLoop):
             self.lanes.append(open_store(self.config, self.origin, self.applier.epoch))
         if self._lane_pool is None:
             self._lane_pool = ThreadPoolExecutor(count, thread_name_prefix=f"lane-{self.origin}")
-        free = list(range(count))
+        try:
+            self._lanes_run(self._lane_pool, (first, tx))
+        finally:
+            self._lanes_used_at = time.monotonic()
+
+    def _lanes_run(self, pool: ThreadPoolExecutor, first: tuple[Delivery, Transaction]) -> None:
+        free = list(range(len(self.lanes)))
         in_flight: deque[tuple[Delivery, Transaction, int, Future[Position]]] = deque()
         lowest: Position | None = None
-        taking: tuple[Delivery, Transaction] | None = (first, tx)
+        taking: tuple[Delivery, Transaction] | None = first
         while taking is not None or in_flight:
             if taking is not None and free:
                 delivery, chunk = taking
                 lane = free.pop(0)
-                future = self._lane_pool.submit(
+                future = pool.submit(
                     self.lanes[lane].repair_in_lane, chunk, delivery.upto, lane + 1
                 )
                 in_flight.append((delivery, chunk, lane, future))
@@ -494,13 +505,10 @@ class ApplyWorker(RunLoop):
                     # Later chunks may be in flight still: they finish first, then this one
                     # goes alone, and all are answered in order (`_drain`).
                     self._drain(in_flight, (delivery, chunk, exc), lowest)
-                    self._lanes_used_at = time.monotonic()
                     return
-                if lowest is None or applied.key < lowest.key:
-                    lowest = applied
+                lowest = _lower(lowest, applied)
                 self.applier.checkpoint_moved()
                 self._answer_repair(delivery, lowest, lowest)
-        self._lanes_used_at = time.monotonic()
 
     def _close_idle_lanes(self) -> None:
         if self.lanes and time.monotonic() - self._lanes_used_at > LANES_IDLE:
@@ -554,8 +562,8 @@ class ApplyWorker(RunLoop):
                     outcome = exc
             outcomes.append(outcome)
         for outcome in outcomes:
-            if isinstance(outcome, Position) and (lowest is None or outcome.key < lowest.key):
-                lowest = outcome
+            if isinstance(outcome, Position):
+                lowest = _lower(lowest, outcome)
         for (delivery, _, _), outcome in zip(tried, outcomes, strict=True):
             self._answer_repair(delivery, lowest, outcome)
 

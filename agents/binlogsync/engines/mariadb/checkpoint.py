@@ -14,8 +14,9 @@ before them, so a transaction is either applied and counted, or neither (deliver
 at-least-once, the effect exactly-once), and so the target's own binlog shows the marker
 before the rows (two-way sync recognises them by it). Seed chunks applied side by side on
 several connections write their `lane` row first instead, as their marker, and move the
-checkpoint last: the checkpoint row's lock then serialises only their commits, not their rows. `skip()` is the only way past a
-transaction that cannot be applied, and it leaves a record.
+checkpoint last: the checkpoint row's lock then serialises only their commits, not their
+rows. `skip()` is the only way past a transaction that cannot be applied, and it leaves a
+record.
 
 This module is the one reader and writer of these tables: the applier, the target role's
 HELLO, reconciliation and the dev harness all read checkpoints through `read`/`read_all`.

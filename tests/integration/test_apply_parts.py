@@ -19,7 +19,7 @@ from binlogsync.codec import pack
 from binlogsync.config import ClientConfig, DatabaseSettings, TargetConfig
 from binlogsync.engines.mariadb import checkpoint
 from binlogsync.errors import BinlogsyncError
-from binlogsync.model import Change, Part
+from binlogsync.model import Change, Part, Transaction
 from binlogsync.position import Position
 from binlogsync.transport import frames
 from binlogsync_dev.sandbox import Server
@@ -112,20 +112,100 @@ def test_the_same_hub_sending_the_open_transaction_again_continues_it(
     target: Server, table: pymysql.Connection, dbname: str
 ) -> None:
     # After a reconnect the hub rewinds to the committed checkpoint and sends part 1 again.
-    # The parts applied already are dropped as they come (the re-sent ones here carry other
-    # ids, to show that they are not applied), the rest continues the open transaction.
+    # Parts of the same bytes (the same digests) applied already are dropped as they come (the
+    # re-sent ones here carry other ids, to show that they are not applied), the rest
+    # continues the open transaction.
     with Applier(DatabaseSettings(port=target.port), f"o-{dbname}", epoch="hub-1") as applier:
-        applier.apply_part(_part(dbname, 1, range(0, 10)), END)
-        applier.apply_part(_part(dbname, 2, range(10, 20)), END)
+        applier.apply_part(_part(dbname, 1, range(0, 10)), END, b"d1")
+        applier.apply_part(_part(dbname, 2, range(10, 20)), END, b"d2")
         session = applier.connection_id
-        assert applier.apply_part(_part(dbname, 1, range(100, 110)), END) is None
+        assert applier.apply_part(_part(dbname, 1, range(100, 110)), END, b"d1") is None
         with pytest.raises(StaleStream):  # while sent again, the parts still come in order
-            applier.apply_part(_part(dbname, 3, range(20, 30)), END)
-        assert applier.apply_part(_part(dbname, 2, range(110, 120)), END) is None
-        applier.apply_part(_part(dbname, 3, range(20, 30)), END)
-        assert applier.apply_part(_part(dbname, 4, range(30, 40), last=True), END) == END
+            applier.apply_part(_part(dbname, 3, range(20, 30)), END, b"d3")
+        assert applier.apply_part(_part(dbname, 2, range(110, 120)), END, b"d2") is None
+        applier.apply_part(_part(dbname, 3, range(20, 30)), END, b"d3")
+        assert applier.apply_part(_part(dbname, 4, range(30, 40), last=True), END, b"d4") == END
         assert applier.connection_id == session
     assert _ids(table, dbname) == list(range(40))
+
+
+def test_parts_cut_anew_start_the_transaction_over(
+    target: Server, table: pymysql.Connection, dbname: str
+) -> None:
+    """The origin's agent read the transaction again and cut it otherwise (another part_rows):
+    the same begin, the same hub, other bytes. What the open target transaction holds of the
+    old cut must go, whether the difference shows in part 1 or only in a later part."""
+    with Applier(DatabaseSettings(port=target.port), f"o-{dbname}", epoch="hub-1") as applier:
+        applier.apply_part(_part(dbname, 1, range(0, 10)), None, b"old1")
+        applier.apply_part(_part(dbname, 2, range(10, 20)), None, b"old2")
+        # Part 1 differs: a new target transaction from it.
+        applier.apply_part(_part(dbname, 1, range(0, 15)), None, b"new1")
+        assert applier.apply_part(_part(dbname, 2, range(15, 20), last=True), END, b"new2") == END
+    assert _ids(table, dbname) == list(range(20))
+    with table.cursor() as cur:
+        cur.execute(f"DELETE FROM `{dbname}`.t")
+        cur.execute(f"DELETE FROM binlogsync.checkpoint WHERE origin = 'o-{dbname}'")
+    table.commit()
+    with Applier(DatabaseSettings(port=target.port), f"o-{dbname}", epoch="hub-1") as applier:
+        applier.apply_part(_part(dbname, 1, range(0, 10)), None, b"same1")
+        applier.apply_part(_part(dbname, 2, range(10, 20)), None, b"old2")
+        applier.apply_part(_part(dbname, 1, range(0, 10)), None, b"same1")  # continues…
+        with pytest.raises(StaleStream):  # …until a part differs: all of it goes
+            applier.apply_part(_part(dbname, 2, range(10, 25)), None, b"new2")
+        assert applier.streaming is None
+        applier.apply_part(_part(dbname, 1, range(0, 10)), None, b"same1")
+        applier.apply_part(_part(dbname, 2, range(10, 25)), None, b"new2")
+        assert applier.apply_part(_part(dbname, 3, range(25, 30), last=True), END, b"3") == END
+    assert _ids(table, dbname) == list(range(30))
+
+
+def test_parts_before_their_end_is_known(
+    applier: Applier, table: pymysql.Connection, dbname: str
+) -> None:
+    """The hub sends the parts of a transaction still arriving (`upto` nil): they go into
+    the open target transaction, whose first write marks the checkpoint row unchanged; the
+    last part, which carries the end, moves it and commits."""
+    origin = f"o-{dbname}"
+    before = Position("binlog.000001", 1000, None)  # the transaction before, at BEGIN
+    applier.apply([Transaction(before, 1.7e9, ())], None)
+    assert applier.apply_part(_part(dbname, 1, range(0, 100)), None, b"1") is None
+    assert applier.apply_part(_part(dbname, 2, range(100, 200)), None, b"2") is None
+    table.commit()
+    with table.cursor() as cur:
+        assert checkpoint.read(cur, origin) == before  # another session: unchanged so far
+        cur.execute(
+            "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_rows_locked > 0"
+        )
+        assert cur.fetchone()[0] >= 1  # the open transaction holds the rows and the marker
+    assert _rows(table, dbname) == 0
+    assert applier.apply_part(_part(dbname, 3, range(200, 300), last=True), END, b"3") == END
+    assert _rows(table, dbname) == 300
+    with table.cursor() as cur:
+        assert checkpoint.read(cur, origin) == END
+
+
+def test_parts_before_their_end_on_a_target_with_no_checkpoint(
+    applier: Applier, table: pymysql.Connection, dbname: str
+) -> None:
+    assert applier.apply_part(_part(dbname, 1, range(0, 10)), None, b"1") is None
+    assert applier.apply_part(_part(dbname, 2, range(10, 20), last=True), END, b"2") == END
+    assert _rows(table, dbname) == 20
+    with table.cursor() as cur:
+        assert checkpoint.read(cur, f"o-{dbname}") == END
+
+
+def test_parts_before_their_end_of_a_transaction_applied_already_are_skipped(
+    applier: Applier, table: pymysql.Connection, dbname: str
+) -> None:
+    """A checkpoint above the transaction's begin is at or above its end (no checkpoint
+    lies inside a transaction): its parts are dropped though their end is not known."""
+    applier.apply_part(_part(dbname, 1, range(0, 10), last=True), END, b"1")
+    with table.cursor() as cur:
+        cur.execute(f"DELETE FROM `{dbname}`.t")
+    table.commit()
+    assert applier.apply_part(_part(dbname, 1, range(0, 5)), None, b"a") is None
+    assert applier.apply_part(_part(dbname, 2, range(5, 10), last=True), END, b"b") == END
+    assert _rows(table, dbname) == 0
 
 
 def test_another_hub_sending_the_open_transaction_again_starts_it_over(

@@ -85,14 +85,24 @@ class _ReducedFailed(Exception):
 
 
 class _Stream:
-    """A transaction arriving in parts: which one, which part comes next; `epoch`: the hub
-    whose log the parts come from; `again`: while the hub sends the parts from the first one
-    again, the number of the next one it sends (None otherwise)."""
+    """A transaction arriving in parts, known by where it begins (its parts' id): its end once
+    known, which part comes next, the digest of each part applied (to tell a re-send of the
+    same parts from parts cut anew); `marked`: the checkpoint row holds `end` already;
+    `epoch`: the hub whose log the parts come from; `again`: while the hub sends the parts
+    from the first one again, the number of the next one it sends (None otherwise)."""
 
-    def __init__(self, end: Position, session: Session | None, epoch: str | None = None) -> None:
-        self.end, self.next, self.session = end, 1, session  # session None: applied before
+    def __init__(
+        self,
+        begin: Position,
+        end: Position | None,
+        session: Session | None,
+        epoch: str | None = None,
+    ) -> None:
+        self.begin, self.end, self.next, self.session = begin, end, 1, session  # None: applied
         self.epoch = epoch
         self.again: int | None = None
+        self.digests: list[bytes] = []
+        self.marked = False
 
 
 class Target:
@@ -126,8 +136,10 @@ class Target:
     # -- the store protocol -------------------------------------------------------------------
     @property
     def streaming(self) -> Position | None:
-        """The end of the transaction arriving in parts, if one is open."""
-        return self._stream.end if self._stream is not None else None
+        """The end of the transaction arriving in parts, if one is open (its begin while its
+        end is not known yet)."""
+        stream = self._stream
+        return None if stream is None else stream.end or stream.begin
 
     def checkpoint(self) -> Position | None:
         """The target's checkpoint for this origin, read now (None: nothing applied yet)."""
@@ -252,18 +264,21 @@ class Target:
         self._known = False  # the other lanes move it too
         return new
 
-    def apply_part(self, part: Part, end: Position) -> Position | None:
-        """Apply one part of the transaction that ends at `end`; the last part commits.
+    def apply_part(self, part: Part, end: Position | None, digest: bytes = b"") -> Position | None:
+        """Apply one part of a transaction in parts; the last part commits.
 
-        Part 1 opens a target transaction (or, when `end` is at or below the checkpoint, notes
-        that the parts are to be skipped); each later part must continue it, else StaleStream.
-        Returns the new checkpoint after the last part, None before. On any error the target
-        transaction is rolled back and the error names `end`; the parts must then be sent again
-        from part 1. Part 1 of the open transaction sent again by the same hub continues it
-        instead (`_resent`).
+        `end`: the transaction's end, None while the hub has not stored its last part yet
+        (an open transaction, sent only to engines with `open_parts`); the last part carries
+        it. `digest`: the part's bytes' digest, which tells parts sent again from parts cut
+        anew. Part 1 opens a target transaction (or, when the transaction is at or below the
+        checkpoint, notes that its parts are to be skipped); each later part must continue it,
+        else StaleStream. Returns the new checkpoint after the last part, None before. On any
+        error the target transaction is rolled back and the parts must be sent again from
+        part 1. Part 1 of the open transaction sent again by the same hub, with the same
+        bytes, continues it instead (`_resent`).
         """
         stream = self._stream
-        if part.number == 1 and self._resent(stream, end):
+        if part.number == 1 and self._resent(stream, part, digest):
             assert stream is not None
             stream.again = 1
         elif part.number == 1:
@@ -271,27 +286,48 @@ class Target:
             stream = None
         if stream is not None and stream.again is not None:
             if part.number != stream.again:
-                raise StaleStream(f"part {part.number} of {end} does not continue the stream")
+                raise StaleStream(f"part {part.number} of {part.begin} does not continue")
             if part.number < stream.next:
-                # Applied already in the open target transaction (see _resent).
+                # Applied already in the open target transaction (see _resent), unless the
+                # origin cut the transaction anew: then it starts over from part 1.
+                if digest != stream.digests[part.number - 1]:
+                    self.abort_stream()
+                    raise StaleStream(f"part {part.number} of {part.begin} was cut anew")
                 stream.again += 1
+                stream.end = stream.end or end
                 return None
             stream.again = None
-        if part.number != 1 and (stream is None or stream.end != end or stream.next != part.number):
-            raise StaleStream(f"part {part.number} of {end} does not continue the stream")
+        if part.number != 1 and (
+            stream is None or stream.begin != part.begin or stream.next != part.number
+        ):
+            raise StaleStream(f"part {part.number} of {part.begin} does not continue the stream")
+        end = end or part.end or (stream.end if stream is not None else None)
+        if end is None and not self.engine.open_parts:
+            raise ApplyError(
+                f"a part of the transaction at {part.begin} came before its end was known, "
+                f"and a {self.engine.kind} target takes a transaction's parts only once the "
+                "hub has stored the last one",
+                "the target agent says so in its HELLO; restart it so that the hub knows",
+            )
         if not self.engine.streams:
             return self._held_part(part, end)
         try:
             if stream is None:
-                stream = self._stream = self._begin_stream(end)
+                stream = self._stream = self._begin_stream(part.begin, end)
             stream.next += 1
+            stream.digests.append(digest)
+            stream.end = end
             if stream.session is not None:
-                stream.session.add(part.changes, end, part.timestamp, streamed=True)
+                # Until the end is known, the lines name the transaction by its begin.
+                stream.session.add(part.changes, end or part.begin, part.timestamp, streamed=True)
             if not part.last:
                 return None
             self._stream = None
+            assert end is not None  # the last part carries it
             if stream.session is None:
                 return self._checkpoint
+            if not stream.marked:
+                stream.session.set_checkpoint(end, 1, self.epoch)
             stream.session.finish(commit=True)
             self._checkpoint = end
             return end
@@ -300,8 +336,8 @@ class Target:
             raise ambiguous.error from ambiguous.error.__cause__
         except BaseException as exc:
             self._fail_stream()
-            if isinstance(exc, ApplyError) and exc.position is None:
-                exc.position = end
+            if isinstance(exc, ApplyError) and exc.position in (None, part.begin):
+                exc.position = end  # None while the end is unknown: no transaction to skip yet
             raise
 
     def skip(self, position: Position, reason: str) -> Position:
@@ -346,21 +382,24 @@ class Target:
                     reason)  # fmt: skip
         return position
 
-    def _resent(self, stream: _Stream | None, end: Position) -> bool:
-        """Is part 1 of `end` the hub sending again, from the first part, the very transaction
-        that is open here? It does after the link went down and came back (the target's HELLO
-        reports its committed checkpoint, and the hub rewinds its cursor there). The parts of
-        one transaction in one hub's log (the same epoch) are the same each time they are
-        sent, so the parts applied already in the open target transaction are dropped as they
-        come again, and the rest continues it: rolling back and applying again a transaction
-        of a million rows costs minutes, and on a busy machine the link may drop again
-        meanwhile. A part that failed, a re-send the target asked for, or another hub
-        (epoch) still start again from nothing."""
+    def _resent(self, stream: _Stream | None, part: Part, digest: bytes) -> bool:
+        """Is part 1 of `part.begin` the hub sending again, from the first part, the very
+        transaction that is open here? It does after the link went down and came back (the
+        target's HELLO reports its committed checkpoint, and the hub rewinds its cursor there),
+        and after the origin sent the transaction again from its first part (the hub rewinds
+        the targets it had sent parts of it before its end was known). Parts of the same bytes
+        (the digests) are the same parts: those applied already in the open target transaction
+        are dropped as they come again, and the rest continues it. Rolling back and applying
+        again a transaction of a million rows costs minutes, and on a busy machine the link may
+        drop again meanwhile. A part that failed, a re-send the target asked for, another hub
+        (epoch), or parts cut anew (another digest) still start again from nothing."""
         return (
             stream is not None
             and stream.session is not None
-            and stream.end == end
+            and stream.begin == part.begin
             and stream.next > 1
+            and bool(digest)
+            and stream.digests[0] == digest
             and stream.epoch == self.epoch
             and self.epoch is not None
         )
@@ -552,18 +591,27 @@ class Target:
             raise
 
     # -- streams ------------------------------------------------------------------------------
-    def _begin_stream(self, end: Position) -> _Stream:
+    def _begin_stream(self, begin: Position, end: Position | None) -> _Stream:
+        """Open the target transaction of a transaction in parts. Its first write is the
+        checkpoint row (the marker a two-way capture knows as ours): moved to `end` when that
+        is known; otherwise written unchanged now and moved with the last part. No checkpoint
+        lies strictly between a transaction's begin and its end, so one above `begin` means
+        the transaction is applied."""
         session = self.engine.begin(self._checkpoint, self._known)
         try:
             base = session.base
             self._checkpoint, self._known = base, True
-            if not comparable(base, end):
-                raise scheme_back(self.origin, base, end)
-            if base is not None and end.key <= base.key:
+            if not comparable(base, end or begin):
+                raise scheme_back(self.origin, base, end or begin)
+            if base is not None and (
+                end.key <= base.key if end is not None else begin.key < base.key
+            ):
                 session.abort()
-                return _Stream(end, None)
-            session.set_checkpoint(end, 1, self.epoch)
-            return _Stream(end, session, self.epoch)
+                return _Stream(begin, end, None)
+            session.set_checkpoint(end or base or begin, 0 if end is None else 1, self.epoch)
+            stream = _Stream(begin, end, session, self.epoch)
+            stream.marked = end is not None
+            return stream
         except BaseException:
             session.abort()
             raise
@@ -574,16 +622,17 @@ class Target:
             stream.session.abort()
         self._forget()
 
-    def _held_part(self, part: Part, end: Position) -> Position | None:
+    def _held_part(self, part: Part, end: Position | None) -> Position | None:
         """An engine that does not stream: hold the parts, apply the transaction whole."""
         if part.number == 1:
-            self._stream = _Stream(end, None)
+            self._stream = _Stream(part.begin, end, None)
             self._held = []
         assert self._stream is not None
         self._stream.next += 1
         self._held.extend(part.changes)
         if not part.last:
             return None
+        assert end is not None  # the last part carries it
         whole = Transaction(end, part.timestamp, tuple(self._held))
         self._stream, self._held = None, []
         return self.apply([whole])

@@ -30,6 +30,7 @@ from typing import Any
 import zmq
 
 from .. import __version__
+from ..apply.store import takes_open_parts
 from ..capture.preflight import check_origin
 from ..capture.tablemap import check_library
 from ..config import ClientConfig
@@ -92,6 +93,8 @@ class HelloInfo(RunLoop):
             "agent": __version__,
             "max_message_bytes": agent.config.max_message_bytes,
         }
+        if agent.config.target is not None:
+            header["open_parts"] = takes_open_parts(agent.config.target.kind)
         if agent.origin is not None and agent.origin.halted is not None:
             header["halted"] = agent.origin.halt_header()
         self.header, self.made_at = header, time.monotonic()

@@ -25,6 +25,7 @@ before a re-send — is dropped, so nothing is ever applied across a gap.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import time
@@ -52,7 +53,7 @@ log = logging.getLogger("binlogsync.target")
 @dataclass(frozen=True)
 class Delivery:
     seq: int
-    upto: Position
+    upto: Position | None  # None only for a part of a transaction whose end is not known yet
     after: Position | None
     bodies: tuple[bytes, ...]
     generation: int
@@ -61,6 +62,12 @@ class Delivery:
     ts: float | None = None  # commit time of its oldest transaction
     seed: bool = False  # a repair that is a seed's chunk (a target with no checkpoint takes it)
     reset: bool = False  # a seed's first chunk of a whole reseed: checkpoint := upto, even ahead
+
+    @property
+    def at(self) -> Position:
+        """`upto`, of a delivery that has one (all but a part that came before its end)."""
+        assert self.upto is not None
+        return self.upto
 
 
 _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
@@ -171,8 +178,8 @@ class ApplyWorker(RunLoop):
         after, expect = delivery.after, self.expect
         if delivery.repair or after is None or expect is None or after.key <= expect.key:
             if not delivery.part and not delivery.repair:
-                if expect is None or delivery.upto.key > expect.key:
-                    self.expect = delivery.upto
+                if expect is None or delivery.at.key > expect.key:
+                    self.expect = delivery.at
             return True
         log.debug(
             "dropped a delivery of %s after %s: it does not continue %s", self.origin, after, expect
@@ -298,10 +305,13 @@ class ApplyWorker(RunLoop):
         if len(items) != 1 or not isinstance(items[0], Part) or items[0].number != delivery.part:
             raise ProtocolError("a part delivery carries exactly that one part")
         part = items[0]
+        if part.last and (delivery.upto is None or part.end != delivery.upto):
+            raise ProtocolError("the last part's DELIVER names another end than the part")
+        digest = hashlib.blake2b(delivery.bodies[0], digest_size=16).digest()
         try:
-            checkpoint_now = self.applier.apply_part(part, delivery.upto)
+            checkpoint_now = self.applier.apply_part(part, delivery.upto, digest)
         except StaleStream:
-            log.debug("dropped part %d of %s: a re-send is coming", part.number, delivery.upto)
+            log.debug("dropped part %d of %s: a re-send is coming", part.number, part.begin)
             self._dropped()
             return
         except BinlogsyncError as exc:
@@ -484,9 +494,7 @@ class ApplyWorker(RunLoop):
             if taking is not None and free:
                 delivery, chunk = taking
                 lane = free.pop(0)
-                future = pool.submit(
-                    self.lanes[lane].repair_in_lane, chunk, delivery.upto, lane + 1
-                )
+                future = pool.submit(self.lanes[lane].repair_in_lane, chunk, delivery.at, lane + 1)
                 in_flight.append((delivery, chunk, lane, future))
                 taking = None
             can_take = bool(free) and self.held is None and not self.stopping
@@ -557,7 +565,7 @@ class ApplyWorker(RunLoop):
                     self.origin, delivery.upto, outcome,
                 )  # fmt: skip
                 try:
-                    outcome = self.applier.repair(chunk, delivery.upto, seed=True)
+                    outcome = self.applier.repair(chunk, delivery.at, seed=True)
                 except BinlogsyncError as exc:
                     outcome = exc
             outcomes.append(outcome)
@@ -571,7 +579,7 @@ class ApplyWorker(RunLoop):
         """A repair is tried once: a failure goes back to whoever asked for it."""
         try:
             checkpoint_now = self.applier.repair(
-                tx, delivery.upto, seed=delivery.seed, reset=delivery.reset
+                tx, delivery.at, seed=delivery.seed, reset=delivery.reset
             )
         except BinlogsyncError as exc:
             self._answer_repair(delivery, None, exc)
@@ -677,6 +685,9 @@ class TargetRole:
         repair = header.get("repair") is True
         if (repair or part) and len(bodies) != 1:
             log.warning("dropped a delivery of %d bodies (a part or repair has one)", len(bodies))
+            return
+        if header["upto"] is None and (repair or not part):
+            log.warning("dropped a delivery without upto (only a part may come before its end)")
             return
         ts = header.get("ts")
         worker.queue.put(

@@ -14,15 +14,21 @@ two small faces:
                 replayable(error)  whether a reduced group that failed so is worth a replay
                 streams            parts go into one open transaction as they arrive (else the
                                    core holds them and applies the transaction whole)
+                open_parts         takes a transaction's parts before its end is known (the
+                                   hub sends them as they are stored: the target agent's HELLO
+                                   says so); streamed, its checkpoint is marked with the first
+                                   write and moved with the last
                 close()
                 begin_lane(lane, snapshot)   (optional: an engine that has it takes seed chunks
                                    side by side, each on its own connection, a LaneSession:
                                    its lane's marker row first, no checkpoint read yet)
 
     Session     base               the checkpoint at the start of the transaction
-                set_checkpoint()   the new checkpoint, compared with `base` (another writer's
-                                   move is an error) and written before the rows where the
-                                   engine can (a two-way capture sees the marker first)
+                set_checkpoint()   the new checkpoint, compared with `base` or what this
+                                   session last wrote (another writer's move is an error) and
+                                   written before the rows where the engine can (a two-way
+                                   capture sees the marker first); a transaction in parts whose
+                                   end is not known yet writes it twice: unchanged, then its end
                 plan(change)       how the reducer keys this table (None: never reduce it,
                                    e.g. foreign keys or triggers on the target)
                 add(changes, at, timestamp, streamed)
@@ -106,6 +112,7 @@ class Session(Protocol):
 class Engine(Protocol):
     kind: str
     streams: bool
+    open_parts: bool
 
     def checkpoint(self) -> Position | None: ...
 

@@ -4,7 +4,8 @@ A cursor moves forward only when the target reports what it has durably applied 
 What was sent but not reported is in flight, at most `window` batches; when the target goes
 offline or reconnects, the in-flight part is forgotten and sending restarts after `applied`.
 A transaction stored in parts is sent one part per DELIVER; `parts_sent` says how many parts
-of the entry after `sent_key` are out.
+of the entry after `sent_key` are out. A target that has everything before it gets the parts
+of a transaction still arriving as they are stored (`open_parts` says which: delivery.py).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class Cursor:
     sent_key: int = -1
     sent_position: Position | None = None  # the `upto` of the last whole DELIVER sent
     parts_sent: int = 0
+    # (begin_key, stage) of the transaction whose parts went out before its end was stored;
+    # `parts_sent` counts them (hub/log.py `arriving`)
+    open_parts: tuple[int, int] | None = None
     inflight: deque[tuple[int, int, int]] = field(default_factory=deque)  # (seq, upto key, bytes)
     inflight_bytes: int = 0  # the bodies of the DELIVERs in flight
     next_seq: int = 1
@@ -64,7 +68,7 @@ class Cursor:
         self.inflight.clear()
         self.inflight_bytes = 0
         self.sent_key, self.sent_position = self.applied_key, self.applied
-        self.parts_sent = 0
+        self.parts_sent, self.open_parts = 0, None
         self.repair_seqs.clear()  # repairs in flight are sent again (applying twice is safe)
 
     def repaired(self, snapshot: Position) -> Repair:
@@ -95,7 +99,7 @@ class Cursor:
         if part:
             self.parts_sent += 1
         else:
-            self.sent_key, self.parts_sent = upto_key, 0
+            self.sent_key, self.parts_sent, self.open_parts = upto_key, 0, None
         return seq
 
     def acknowledge(self, seq: int, upto: Position | None) -> None:

@@ -4,7 +4,10 @@ Everything after a target's cursor is its outbox (the paper's). The hub pushes i
 at most `window` DELIVERs unacknowledged per cursor, each of at most `batch_transactions`
 transactions and DELIVER_BYTES bytes (and never more than the target's max_message_bytes). A
 transaction stored in parts goes one part per DELIVER; the target acknowledges each part (its
-checkpoint does not move until the last one commits). Every DELIVER names the position it
+checkpoint does not move until the last one commits). A target that has been sent everything
+before such a transaction gets its parts as they are stored, before its last part arrives
+(`upto` nil until then), when its HELLO said it takes them (`open_parts`), so that it applies
+while the origin's agent still reads the transaction. Every DELIVER names the position it
 continues from (`after`), so a target can drop anything that does not continue what it has,
 such as deliveries still in flight when it asked for a re-send (FAILED `resend`).
 
@@ -268,6 +271,10 @@ class Delivery:
             return
         if cursor.blocked or cursor.repairs:
             return
+        if cursor.open_parts is not None and cursor.open_parts[1] != self.log.stage(origin):
+            # The parts sent before their end was known may not be the ones stored now: send
+            # from the first again (the target keeps what it has if the bytes are the same).
+            cursor.parts_sent, cursor.open_parts = 0, None
         head = self.log.head(origin)
         limit = self.config.batch_transactions
         while head is not None and cursor.sent_key < head.key:
@@ -275,6 +282,8 @@ class Delivery:
             full = len(entries) == limit
             if not self._send_entries(target, origin, cursor, entries, None if full else head):
                 return
+        if host.open_parts and head is not None:
+            self._send_open_parts(host, origin, cursor)
 
     def _send_entries(
         self,
@@ -383,42 +392,82 @@ class Delivery:
     ) -> bool:
         """Send the parts of `entry` not sent yet, one per DELIVER, within the window."""
         assert entry.begin_key is not None
-        whole = self.router.passes_whole(origin, host.name)
         while cursor.parts_sent < entry.parts:
-            if len(cursor.inflight) >= self.config.window or (
-                cursor.inflight and cursor.inflight_bytes >= self.cursor_bytes
-            ):
+            last = cursor.parts_sent + 1 == entry.parts
+            if not self._send_part(host, origin, cursor, entry.begin_key, entry.position,
+                                   entry.timestamp, last, budget):  # fmt: skip
                 return False
-            number = cursor.parts_sent + 1
-            try:
-                body, tables = self.log.part(origin, entry.begin_key, number)
-            except LookupError as exc:  # compacted since: the floor check restarts or blocks
-                log.warning("target %s: %s", cursor.target, exc)
-                self.check_floor(origin)
-                return False
-            if not whole and (
-                tables is None or not self.router.unchanged(origin, host.name, tables)
-            ):
-                body = self._routed_part(origin, host.name, body)
-            if len(body) > budget:
-                self._too_large(cursor, entry.position, len(body), host)
-                return False
-            last = number == entry.parts
-            header: dict[str, Any] = {
-                "origin": origin,
-                "seq": cursor.next_seq,
-                "upto": entry.position,
-                "after": cursor.sent_position,
-                "part": number,
-            }
-            if 0 <= entry.timestamp <= frames.MAX_NUM:
-                header["ts"] = entry.timestamp
-            if not self.send(host.identity, frames.DELIVER, header, [body]):
-                return False
-            cursor.sent(entry.position.key, part=not last, size=len(body))
             if last:
                 cursor.sent_position = entry.position
-            self.metrics.delivered.labels(cursor.target, origin).inc(1 if last else 0)
+        return True
+
+    def _send_open_parts(self, host: Host, origin: str, cursor: Cursor) -> None:
+        """Send the stored parts of the transaction still arriving, to a target that has been
+        sent everything before it: it applies them in its open target transaction while the
+        origin's agent reads the rest (the last part, which commits it, goes with the stored
+        transaction: `_send_parts`)."""
+        arriving = self.log.arriving(origin)
+        if arriving is None:
+            return
+        begin_key, stored, stage = arriving
+        if cursor.open_parts is None:
+            if cursor.parts_sent:
+                return  # parts of a stored transaction are out (`_send_parts` goes on)
+            cursor.open_parts = (begin_key, stage)
+        elif cursor.open_parts != (begin_key, stage):
+            return  # `pump` starts the new one over from its first part
+        budget = host.max_message_bytes - FRAME_ROOM
+        while cursor.parts_sent < stored:
+            if not self._send_part(host, origin, cursor, begin_key, None, None, False, budget):
+                return
+
+    def _send_part(
+        self,
+        host: Host,
+        origin: str,
+        cursor: Cursor,
+        begin_key: int,
+        end: Position | None,
+        timestamp: float | None,
+        last: bool,
+        budget: int,
+    ) -> bool:
+        """Send part `cursor.parts_sent + 1` of the transaction at `begin_key` (ending at
+        `end`, None while its last part is not stored), within the window."""
+        if len(cursor.inflight) >= self.config.window or (
+            cursor.inflight and cursor.inflight_bytes >= self.cursor_bytes
+        ):
+            return False
+        number = cursor.parts_sent + 1
+        try:
+            body, tables = self.log.part(origin, begin_key, number)
+        except LookupError as exc:  # compacted since: the floor check restarts or blocks
+            log.warning("target %s: %s", cursor.target, exc)
+            self.check_floor(origin)
+            return False
+        if not self.router.passes_whole(origin, host.name) and (
+            tables is None or not self.router.unchanged(origin, host.name, tables)
+        ):
+            body = self._routed_part(origin, host.name, body)
+        if len(body) > budget:
+            where = end or self.log.head(origin)
+            assert where is not None
+            self._too_large(cursor, where, len(body), host)
+            return False
+        header: dict[str, Any] = {
+            "origin": origin,
+            "seq": cursor.next_seq,
+            "upto": end,
+            "after": cursor.sent_position,
+            "part": number,
+        }
+        if timestamp is not None and 0 <= timestamp <= frames.MAX_NUM:
+            header["ts"] = timestamp
+        if not self.send(host.identity, frames.DELIVER, header, [body]):
+            return False
+        cursor.sent(end.key if end is not None else cursor.sent_key, part=not last,
+                    size=len(body))  # fmt: skip
+        self.metrics.delivered.labels(cursor.target, origin).inc(1 if last else 0)
         return True
 
     def _routed_part(self, origin: str, target: str, body: bytes) -> bytes:

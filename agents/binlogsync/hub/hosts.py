@@ -28,6 +28,7 @@ class Host:
     last_seen: float | None = None
     user_id: str | None = None  # the CURVE key (z85) that said HELLO, when CURVE is on
     max_message_bytes: int = MAX_MESSAGE_BYTES  # the largest message this client accepts
+    open_parts: bool = False  # takes a transaction's parts before its end is stored
 
 
 class Hosts:

@@ -193,6 +193,10 @@ class HubLog:
         self.epoch = self._epoch()
         # Per origin: (begin_key, last number) of the large transaction arriving now, or None.
         self._staging: dict[str, tuple[int, int] | None] = {}
+        # Per origin, a number that changes whenever its stored parts may differ from what was
+        # sent of them before their end was known: a transaction's first part (started anew,
+        # possibly cut otherwise), a restart, a capture-skip (delivery.py's open parts).
+        self._stages: dict[str, int] = {}
         self.heads: dict[str, OriginHead] = {
             origin: OriginHead(origin, _pos(head), ts, appended, _pos(floor) if floor else None)
             for origin, head, ts, appended, floor in self.db.execute(
@@ -263,6 +267,7 @@ class HubLog:
             self.db.execute("DELETE FROM origins WHERE origin=?", (origin,))
         self.heads.pop(origin, None)
         self._staging.pop(origin, None)
+        self._new_stage(origin)
         self.register(origin, start)
         return int(dropped)
 
@@ -414,6 +419,8 @@ class HubLog:
         current = plan.current
         if plan.staged is not _UNKNOWN:
             self._staging[plan.origin] = plan.staged
+        if plan.wipe is not None:
+            self._new_stage(plan.origin)
         if plan.last_position is None:
             return (current.head if current else None), 0
         assert plan.last is not None
@@ -422,6 +429,26 @@ class HubLog:
             plan.origin, plan.last_position, plan.last.timestamp, plan.appended, floor
         )
         return plan.last_position, plan.appended - (current.appended if current else 0)
+
+    def _new_stage(self, origin: str) -> None:
+        self._stages[origin] = self._stages.get(origin, 0) + 1
+
+    def stage(self, origin: str) -> int:
+        """`arriving`'s stage, also once the transaction is stored whole."""
+        return self._stages.get(origin, 0)
+
+    def arriving(self, origin: str) -> tuple[int, int, int] | None:
+        """The transaction whose parts are arriving, if any: (begin_key, how many parts are
+        stored, stage). The stage changes whenever the parts stored may no longer be the ones
+        read before (its first part came again, a restart, a capture-skip)."""
+        staged = self._staging.get(origin, _UNKNOWN)
+        if staged is _UNKNOWN:
+            current = self.heads.get(origin)
+            staged = self._staged(origin, current.head.key if current else -1)
+            self._staging[origin] = staged
+        if staged is None or staged[1] == 0:
+            return None
+        return staged[0], staged[1], self.stage(origin)
 
     def _staged(self, origin: str, head_key: int) -> tuple[int, int] | None:
         """(begin_key, highest number) of the transaction whose parts are arriving, if any,
@@ -438,6 +465,7 @@ class HubLog:
         head it had. The binlog between them is not captured: targets skip it."""
         before = self.head(origin)
         self._staging.pop(origin, None)
+        self._new_stage(origin)
         now = time.time()
         with self.db:
             self.db.execute("BEGIN")

@@ -338,6 +338,7 @@ class Hub(RunLoop):
         if "origin" in roles and name not in self.origins.names:
             raise ProtocolError(f"host {name!r} is not the origin of any route")
         self.hosts.welcome(host, identity, roles, user_id, header["max_message_bytes"])
+        host.open_parts = header.get("open_parts") is True
         if "target" in roles:
             self.delivery.hello(host, header)
         resume = None

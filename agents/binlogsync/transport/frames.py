@@ -60,7 +60,7 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     WELCOME: {"hub": _STR, "epoch": _STR, "resume": _OPTPOS, "heartbeat": _NUM},
     BATCH: {"origin": _STR, "seq": _INT, "after": _OPTPOS},
     ACK: {"origin": _STR, "seq": _INT, "upto": _POS},
-    DELIVER: {"origin": _STR, "seq": _INT, "upto": _POS, "after": _OPTPOS},
+    DELIVER: {"origin": _STR, "seq": _INT, "upto": _OPTPOS, "after": _OPTPOS},
     APPLIED: {"origin": _STR, "seq": _INT, "upto": _OPTPOS},
     FAILED: {"origin": _STR, "position": _OPTPOS, "error": _STR, "retry_in": _NUM},
     HALTED: {"origin": _STR, "error": _STR, "position": _OPTPOS, "at": _STR, "end": _OPTPOS},
@@ -77,7 +77,7 @@ SCHEMAS: dict[bytes, dict[str, str]] = {
     SKIPPED: {"id": _STR, "origin": _STR, "skipped_from": _OPTPOS, "to": _POS},
 }
 OPTIONAL: dict[bytes, dict[str, str]] = {
-    HELLO: {"halted": _MAP, "current": _OPTPOS},
+    HELLO: {"halted": _MAP, "current": _OPTPOS, "open_parts": _BOOL},
     WELCOME: {"max_message_bytes": _INT},
     STATUS: {"detail": _BOOL, "history": _BOOL},
     DELIVER: {"part": _INT, "repair": _BOOL, "ts": _NUM, "seed": _BOOL, "reset": _BOOL},

@@ -79,6 +79,7 @@ class MariaDBEngine:
 
     kind = "mysql"
     streams = True
+    open_parts = True  # parts before the end is known: the checkpoint moves with the last
 
     def __init__(
         self,
@@ -358,14 +359,20 @@ class MariaDBSession:
         self.builder.span_from = position
 
     def set_checkpoint(self, new: Position, count: int, epoch: str | None) -> None:
+        """Move the checkpoint, compared with the one this transaction read or last wrote (a
+        transaction in parts marks it with its first write and moves it with its last)."""
         self.engine._doing = "moving the checkpoint"
         try:
+            self.pipeline.wait()
             checkpoints.write(
                 self.cursor, self.engine.origin, new, count, expected=self.base, epoch=epoch
             )
+        except StatementFailed as failed:
+            raise self._statement_failed(failed) from failed.cause
         except (pymysql.err.MySQLError, OSError) as exc:
             self._end()
             raise self.engine.failure(exc, None, None, None) from exc
+        self.base = new
 
     def lock_checkpoint(self) -> Position | None:
         """Read the checkpoint now, locked until this transaction ends (a lane's chunk, after

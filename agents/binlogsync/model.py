@@ -247,9 +247,11 @@ class Part:
     binlog events) while it reads it, so no agent ever holds the whole of it. Parts of one
     transaction share `begin` (where the transaction starts in the binlog: its id until it
     ends) and are numbered from 1; the last one has `last` set and carries `end`, the
-    transaction's position, and its commit time. The hub stores the parts and delivers them
-    only once the last one is stored, in order; the target applies all of them in one database
-    transaction, so no reader of the target sees part of an origin transaction.
+    transaction's position, and its commit time. The hub stores the parts and delivers them in
+    order, to a target that has everything before the transaction as they are stored (its end
+    then unknown until the last part), to others once the last one is stored; the target
+    applies all of them in one database transaction, so no reader of the target sees part of
+    an origin transaction.
     """
 
     begin: Position

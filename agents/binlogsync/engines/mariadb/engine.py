@@ -36,7 +36,7 @@ from pymysql.constants import SERVER_STATUS
 from ... import mysql
 from ...config import DatabaseSettings
 from ...errors import ApplyError, BinlogsyncError, SchemaMismatchError, UnreachableError
-from ...model import Change
+from ...model import Change, coalesced
 from ...position import Position
 from ...tabledef import describe
 from ..base import Ambiguous, KeyPlan
@@ -420,7 +420,7 @@ class MariaDBSession:
         change: Change | None = None
         statement: Statement | None = None
         try:
-            for change in changes:
+            for change in coalesced(changes):  # one change per table and kind: built in bulk
                 if change.kind == "ddl":
                     engine._doing = "reading the table definition"
                     engine.tables.check_ddl(cur, position, change)

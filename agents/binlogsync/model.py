@@ -137,13 +137,14 @@ class Change:
         )
 
 
-def coalesced(changes: Sequence[Change]) -> Sequence[Change]:
+def coalesced(changes: Sequence[Change], rows: int = 0) -> Sequence[Change]:
     """`changes` in the same order, each run of row changes of one kind to one table with the
     same columns joined into one change. Capture makes one change per Rows event (about 80
     rows of 100 bytes), and an engine writes a change in bulk (LOAD DATA, multi-row
     statements) only when it sees many rows of it at once. Rows in text form (a seed's) are
-    left as they are."""
-    if len(changes) < 2:
+    left as they are. Fewer than `rows` row images in all: `changes` as they are (joining
+    them would gain the engine nothing, and costs a small transaction microseconds)."""
+    if len(changes) < 2 or sum(len(c.before) + len(c.after) for c in changes) < rows:
         return changes
     out: list[Change] = []
     run: list[Change] = []

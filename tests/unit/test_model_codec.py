@@ -642,3 +642,11 @@ def test_coalesced_joins_runs_of_one_kind_to_one_table_and_keeps_the_order() -> 
     other_columns = Change("insert", "s", "t", ("id", "w"), (), ((7, "x"),))
     assert len(coalesced([ins("t", 1), other_columns])) == 2
     assert coalesced([ins("t", 1)]) == [ins("t", 1)]
+
+
+def test_coalesced_leaves_changes_of_few_rows_as_they_are() -> None:
+    """Below `rows` row images in all, joining gains an engine nothing: the same list back."""
+    cols = ("id", "v")
+    small = [Change("insert", "s", "t", cols, (), ((i, "v"),)) for i in range(4)]
+    assert coalesced(small, rows=256) is small
+    assert len(coalesced(small, rows=4)) == 1

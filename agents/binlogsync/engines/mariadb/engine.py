@@ -44,7 +44,13 @@ from . import checkpoint as checkpoints
 from . import failures, loaddata
 from .pipeline import Pipeline, StatementFailed, execute
 from .schemachange import plan_ddl
-from .statements import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, Statement, StatementBuilder
+from .statements import (
+    BULK_ROWS,
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ROWS,
+    Statement,
+    StatementBuilder,
+)
 from .targettables import TargetTables, context
 
 # Modes that refuse dates the origin stored: zero dates, dates with a zero part, and (strict
@@ -420,7 +426,7 @@ class MariaDBSession:
         change: Change | None = None
         statement: Statement | None = None
         try:
-            for change in coalesced(changes):  # one change per table and kind: built in bulk
+            for change in coalesced(changes, BULK_ROWS):  # large runs of a table: in bulk
                 if change.kind == "ddl":
                     engine._doing = "reading the table definition"
                     engine.tables.check_ddl(cur, position, change)

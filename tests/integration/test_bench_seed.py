@@ -41,9 +41,15 @@ def run_alone(command: list[str], timeout: float) -> str:
     return stdout
 
 
-@pytest.mark.skipif(shutil.which("mydumper") is None, reason="mydumper is not installed")
+def mydumper() -> str:
+    found = shutil.which("mydumper")
+    assert found, "mydumper is missing: apt-get install mydumper (./dev test installs it)"
+    return found
+
+
 @pytest.mark.timeout(600)
 def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
+    mydumper()
     tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
     stdout = run_alone(
         [sys.executable, "-m", "binlogsync_dev", "bench", "seed", "--sizes", "20000",
@@ -66,7 +72,6 @@ def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
     assert list(tmp_path.glob("binlogsync-bench-*")) == []  # the sandbox is removed
 
 
-@pytest.mark.skipif(shutil.which("mydumper") is None, reason="mydumper is not installed")
 @pytest.mark.timeout(120)
 def test_a_hung_mydumper_is_killed_and_run_again(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
@@ -86,7 +91,7 @@ def test_a_hung_mydumper_is_killed_and_run_again(
     # is the real mydumper.
     fake = tmp_path / "bin"
     fake.mkdir()
-    real = shutil.which("mydumper")
+    real = mydumper()
     (fake / "mydumper").write_text(
         "#!/bin/sh\n"
         f"if [ ! -e {tmp_path}/hung-once ]; then touch {tmp_path}/hung-once; exec sleep 600; fi\n"

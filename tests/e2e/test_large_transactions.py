@@ -1,6 +1,7 @@
 """Transactions of any size: they travel in parts, the hub stores the parts and delivers them
-once complete, the target applies all of them in one database transaction — so no reader of
-the target ever sees part of one — and every agent's memory stays bounded.
+(to a target at the head as they are stored), the target applies all of them in one database
+transaction — so no reader of the target ever sees part of one — and every agent's memory
+stays bounded.
 
 Before parts existed, a 1M-row INSERT … SELECT was over the 64 MiB message limit: the hub
 dropped the connection, the origin re-read the transaction every ~30 s forever, and its agent
@@ -12,6 +13,8 @@ from __future__ import annotations
 import signal
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +122,55 @@ def _applied_transactions(target: Server) -> int:
         return int(cur.fetchone()[0])
 
 
+@contextmanager
+def _parts_site(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> Iterator[tuple[LocalSite, Path, int]]:
+    """A running site in parts of 500 rows, the target caught up: (the site, the hub's log
+    file, the target's count of applied transactions)."""
+    create([origin, target], dbname, BIG)
+    with site(tmp_path, origin, [target], dbname, origin_extra="part_rows = 500") as s:
+        s.start()
+        s.wait_online()
+        wait_until(lambda: caught_up(target, "origin", origin_gtid(origin)), 60, 0.05, "ready")
+        yield s, s.root / "hub-data" / "hub.sqlite3", _applied_transactions(target)
+
+
+def _insert_big(origin: Server, dbname: str, rows: int) -> str:
+    """One transaction inserting `rows` rows into `big` on the origin; its GTID."""
+    with origin.connect(dbname) as conn, conn.cursor() as cur:
+        cur.execute(f"INSERT INTO big SELECT seq, 1, REPEAT('y', 88) FROM seq.seq_1_to_{rows}")
+    return origin_gtid(origin)
+
+
+def _stored(hub_data: Path) -> tuple[int, int]:
+    """In the hub's log: (parts stored, transactions in parts stored whole)."""
+    with sqlite3.connect(hub_data) as db:
+        parts = db.execute("SELECT COUNT(*) FROM parts").fetchone()[0]
+        whole = db.execute("SELECT COUNT(*) FROM log WHERE parts > 0").fetchone()[0]
+        return int(parts), int(whole)
+
+
+def _caught_up_and_read(s: LocalSite, target: Server, gtid: str, watcher: Watcher) -> None:
+    """Wait until the target has applied `gtid` (its logs in the failure), then for a read of
+    the target's table after that."""
+    try:
+        wait_until(lambda: caught_up(target, "origin", gtid), 300, 0.05, "catch-up")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{s.logs()}") from None
+    done = watcher.reads
+    wait_until(lambda: watcher.reads > done + 1, 30, 0.01, "a read after")
+
+
+def _whole_and_equal(
+    watcher: Watcher, rows: int, origin: Server, target: Server, dbname: str
+) -> None:
+    """No reader saw part of the `rows`-row insert, one saw all of it, and the copies agree."""
+    assert watcher.seen <= {(0, 0), (rows, rows)}, sorted(watcher.seen)[:5]
+    assert (rows, rows) in watcher.seen
+    assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")
+
+
 class Blocker:
     """Holds an uncommitted insert of one row id on the target, so that a stream inserting the
     same id waits there with its transaction open: a mid-stream moment the test can choose."""
@@ -164,27 +216,12 @@ def test_parts_survive_kill_9_of_every_agent_mid_transaction(
     open transaction, and the target dies at the same point of the next stream. The target
     still ends with all of it, applied once, and no reader saw part of it."""
     rows = 60_000
-    create([origin, target], dbname, BIG)
-    with site(tmp_path, origin, [target], dbname, origin_extra="part_rows = 500") as s:
-        s.start()
-        s.wait_online()
-        hub_data = s.root / "hub-data" / "hub.sqlite3"
-
-        def parts_stored() -> int:
-            with sqlite3.connect(hub_data) as db:
-                return int(db.execute("SELECT COUNT(*) FROM parts").fetchone()[0])
-
-        wait_until(lambda: caught_up(target, "origin", origin_gtid(origin)), 60, 0.05, "ready")
-        applied_before = _applied_transactions(target)
+    with _parts_site(tmp_path, origin, target, dbname) as (s, hub_data, applied_before):
         first, second = Blocker(target, dbname, rows // 3), Blocker(target, dbname, 2 * rows // 3)
         try:
             with Watcher(target, dbname) as watcher:
-                with origin.connect(dbname) as conn, conn.cursor() as cur:
-                    cur.execute(
-                        f"INSERT INTO big SELECT seq, 1, REPEAT('y', 88) FROM seq.seq_1_to_{rows}"
-                    )
-                gtid = origin_gtid(origin)
-                wait_until(lambda: parts_stored() >= 5, 120, 0.005, "parts arriving")
+                gtid = _insert_big(origin, dbname, rows)
+                wait_until(lambda: _stored(hub_data)[0] >= 5, 120, 0.005, "parts arriving")
                 s.kill("origin")  # it reads the transaction again; the hub starts its parts over
                 s.start("origin")
                 wait_until(first.stream_waits, 120, 0.15, "the stream at the first row lock")
@@ -196,19 +233,12 @@ def test_parts_survive_kill_9_of_every_agent_mid_transaction(
                 s.start(target.name)
                 wait_until(second.stream_waits, 120, 0.15, "the new stream at the second lock")
                 second.release()
-                try:
-                    wait_until(lambda: caught_up(target, "origin", gtid), 300, 0.05, "catch-up")
-                except TimeoutError as exc:
-                    raise AssertionError(f"{exc}\n{s.logs()}") from None
-                done = watcher.reads
-                wait_until(lambda: watcher.reads > done + 1, 30, 0.01, "a read after")
+                _caught_up_and_read(s, target, gtid, watcher)
         finally:
             for blocker in (first, second):
                 if blocker.conn.open:
                     blocker.release()
-        assert watcher.seen <= {(0, 0), (rows, rows)}, sorted(watcher.seen)[:5]
-        assert (rows, rows) in watcher.seen
-        assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")
+        _whole_and_equal(watcher, rows, origin, target, dbname)
         # Applied once, though three streams of it began.
         assert _applied_transactions(target) == applied_before + 1
 
@@ -298,49 +328,24 @@ def test_the_target_applies_a_transaction_while_its_origin_still_reads_it(
     the transaction again from its start: the target keeps what it has of the same parts and
     ends with the transaction applied once, never seen in part by a reader."""
     rows = 200_000
-    create([origin, target], dbname, BIG)
-    with site(tmp_path, origin, [target], dbname, origin_extra="part_rows = 500") as s:
-        s.start()
-        s.wait_online()
-        hub_data = s.root / "hub-data" / "hub.sqlite3"
-
-        def stored() -> tuple[int, int]:
-            """(parts stored, transactions in parts stored whole)."""
-            with sqlite3.connect(hub_data) as db:
-                parts = db.execute("SELECT COUNT(*) FROM parts").fetchone()[0]
-                whole = db.execute("SELECT COUNT(*) FROM log WHERE parts > 0").fetchone()[0]
-                return int(parts), int(whole)
-
-        wait_until(lambda: caught_up(target, "origin", origin_gtid(origin)), 60, 0.05, "ready")
-        applied_before = _applied_transactions(target)
+    with _parts_site(tmp_path, origin, target, dbname) as (s, hub_data, applied_before):
         blocker = Blocker(target, dbname, 10)
         reader = s.agents["origin"].process
         assert reader is not None
         try:
             with Watcher(target, dbname) as watcher:
-                with origin.connect(dbname) as conn, conn.cursor() as cur:
-                    cur.execute(
-                        f"INSERT INTO big SELECT seq, 1, REPEAT('y', 88) FROM seq.seq_1_to_{rows}"
-                    )
-                gtid = origin_gtid(origin)
-                wait_until(lambda: stored()[0] >= 3, 120, 0.002, "parts arriving")
+                gtid = _insert_big(origin, dbname, rows)
+                wait_until(lambda: _stored(hub_data)[0] >= 3, 120, 0.002, "parts arriving")
                 reader.send_signal(signal.SIGSTOP)
                 wait_until(blocker.stream_waits, 120, 0.15, "the stream at part 1's row")
-                parts, whole = stored()
+                parts, whole = _stored(hub_data)
                 assert whole == 0 and parts < rows // 500, (parts, whole)
                 s.kill("origin")
                 s.start("origin")
                 blocker.release()
-                try:
-                    wait_until(lambda: caught_up(target, "origin", gtid), 300, 0.05, "catch-up")
-                except TimeoutError as exc:
-                    raise AssertionError(f"{exc}\n{s.logs()}") from None
-                done = watcher.reads
-                wait_until(lambda: watcher.reads > done + 1, 30, 0.01, "a read after")
+                _caught_up_and_read(s, target, gtid, watcher)
         finally:
             if blocker.conn.open:
                 blocker.release()
-        assert watcher.seen <= {(0, 0), (rows, rows)}, sorted(watcher.seen)[:5]
-        assert (rows, rows) in watcher.seen
-        assert _checksum(origin, dbname, "big") == _checksum(target, dbname, "big")
+        _whole_and_equal(watcher, rows, origin, target, dbname)
         assert _applied_transactions(target) == applied_before + 1

@@ -36,7 +36,14 @@ import logging
 from collections.abc import Sequence
 from typing import Literal, cast
 
-from ..engines.base import Ambiguous, Engine, LaneEngine, Session, StaleStream
+from ..engines.base import (
+    Ambiguous,
+    Engine,
+    LaneEngine,
+    Session,
+    StaleStream,
+    takes_open_parts,
+)
 from ..errors import ApplyError, ConfigError, SchemaMismatchError
 from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position, comparable
@@ -268,7 +275,7 @@ class Target:
         """Apply one part of a transaction in parts; the last part commits.
 
         `end`: the transaction's end, None while the hub has not stored its last part yet
-        (an open transaction, sent only to engines with `open_parts`); the last part carries
+        (an open transaction, sent only to kinds that `takes_open_parts`); the last part carries
         it. `digest`: the part's bytes' digest, which tells parts sent again from parts cut
         anew. Part 1 opens a target transaction (or, when the transaction is at or below the
         checkpoint, notes that its parts are to be skipped); each later part must continue it,
@@ -294,7 +301,6 @@ class Target:
                     self.abort_stream()
                     raise StaleStream(f"part {part.number} of {part.begin} was cut anew")
                 stream.again += 1
-                stream.end = stream.end or end
                 return None
             stream.again = None
         if part.number != 1 and (
@@ -302,7 +308,7 @@ class Target:
         ):
             raise StaleStream(f"part {part.number} of {part.begin} does not continue the stream")
         end = end or part.end or (stream.end if stream is not None else None)
-        if end is None and not self.engine.open_parts:
+        if end is None and not takes_open_parts(self.engine.kind):
             raise ApplyError(
                 f"a part of the transaction at {part.begin} came before its end was known, "
                 f"and a {self.engine.kind} target takes a transaction's parts only once the "

@@ -40,13 +40,6 @@ def require(kind: str) -> None:
         ) from exc
 
 
-def takes_open_parts(kind: str) -> bool:
-    """Whether a target of `kind` takes a transaction's parts before the hub has its end (the
-    engines' `open_parts`; the target agent's HELLO tells the hub). An audit log does not: each
-    of its lines names the transaction's end."""
-    return kind != "auditlog"
-
-
 def open_store(config: TargetConfig, origin: str, epoch: str | None) -> Target:
     require(config.kind)
     if config.kind == "auditlog":

@@ -30,10 +30,10 @@ from typing import Any
 import zmq
 
 from .. import __version__
-from ..apply.store import takes_open_parts
 from ..capture.preflight import check_origin
 from ..capture.tablemap import check_library
 from ..config import ClientConfig
+from ..engines.base import takes_open_parts
 from ..errors import BinlogsyncError, ConfigError, UnreachableError
 from ..metrics import ClientMetrics, serve
 from ..position import Position

@@ -155,7 +155,6 @@ class AuditLogEngine:
 
     kind = "auditlog"
     streams = True  # a part's lines are written as it arrives, the checkpoint with the last
-    open_parts = False  # every line names its transaction's end: parts only once that is known
 
     def __init__(self, path: Path, origin: str, rotate_bytes: int):
         self.origin = origin

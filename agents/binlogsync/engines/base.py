@@ -14,10 +14,8 @@ two small faces:
                 replayable(error)  whether a reduced group that failed so is worth a replay
                 streams            parts go into one open transaction as they arrive (else the
                                    core holds them and applies the transaction whole)
-                open_parts         takes a transaction's parts before its end is known (the
-                                   hub sends them as they are stored: the target agent's HELLO
-                                   says so); streamed, its checkpoint is marked with the first
-                                   write and moved with the last
+                                   (`takes_open_parts(kind)`: which kinds take them before
+                                   the hub has the transaction's end)
                 close()
                 begin_lane(lane, snapshot)   (optional: an engine that has it takes seed chunks
                                    side by side, each on its own connection, a LaneSession:
@@ -84,6 +82,16 @@ class KeyPlan(Protocol):
         ...
 
 
+def takes_open_parts(kind: str) -> bool:
+    """Whether a target of `kind` takes a transaction's parts before the hub has stored its
+    last part, so before its end is known (the target agent's HELLO tells the hub; the core
+    refuses such a part elsewhere). Streamed (MariaDB/MySQL), the checkpoint row is marked with
+    the first write and moved with the last; held (PostgreSQL, Redis), the transaction is
+    applied with the last part, which carries the end. Not the audit log: each of its lines
+    names the transaction's end."""
+    return kind != "auditlog"
+
+
 class Session(Protocol):
     base: Position | None
     span_from: Position | None  # set by the core for a reduced group: its first transaction
@@ -112,7 +120,6 @@ class Session(Protocol):
 class Engine(Protocol):
     kind: str
     streams: bool
-    open_parts: bool
 
     def checkpoint(self) -> Position | None: ...
 

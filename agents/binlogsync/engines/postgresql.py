@@ -116,7 +116,6 @@ class _Plan:
 class PostgresEngine:
     kind = "postgresql"
     streams = False  # a transaction in parts is held and applied whole
-    open_parts = True  # held until the last, which carries the end
 
     def __init__(
         self,

@@ -149,7 +149,6 @@ class RedisEngine:
 
     kind = "redis"
     streams = False  # a transaction in parts is held and applied whole
-    open_parts = True  # held until the last, which carries the end
 
     def __init__(
         self,

@@ -85,7 +85,6 @@ class MariaDBEngine:
 
     kind = "mysql"
     streams = True
-    open_parts = True  # parts before the end is known: the checkpoint moves with the last
 
     def __init__(
         self,

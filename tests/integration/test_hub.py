@@ -36,7 +36,9 @@ def test_batches_are_acknowledged_after_storing_and_duplicates_dropped(tmp_path:
 
 
 def test_delivery_in_order_within_window_and_cursor_moves_on_applied(tmp_path: Path) -> None:
-    with HubThread(tmp_path, batch_transactions=3, window=2) as h:
+    # The peers send no heartbeats and the test waits 0.5 s on purpose: a long liveness keeps
+    # a loaded machine from taking the target offline before its APPLIED (3 x 0.2 s).
+    with HubThread(tmp_path, batch_transactions=3, window=2, heartbeat_liveness=100) as h:
         origin, target = Peer(h.endpoint), Peer(h.endpoint)
         origin.hello("o1", ["origin"], start=START)
         origin.batch("o1", 1, [body(tx(i)) for i in range(1, 11)])

@@ -4,6 +4,8 @@ against systemd containers, the docker compose site) on a machine without an ima
     Engine       dockerd started by hand (no systemd on the host), on its own socket, data and
                  exec roots, with no bridge and no iptables rules: containers talk over the
                  user-defined networks compose or the tests make. `stop` ends it and what it ran.
+    kept_root    a data root kept from one session to the next (its images and build cache:
+                 the compose images rebuild only what changed), held by one session at a time.
     debian_image local/NAME: Debian bookworm (minbase) plus packages, made with debootstrap from
                  the host's Debian mirror and imported; the root filesystem is cached as a
                  tarball keyed by the package list, so the next session imports it in seconds.
@@ -13,6 +15,8 @@ against systemd containers, the docker compose site) on a machine without an ima
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -21,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from .localsite import wait_until
@@ -28,6 +33,9 @@ from .localsite import wait_until
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("BINLOGSYNC_CACHE", Path.home() / ".cache" / "binlogsync"))
 SUITE = "bookworm"
+# Under /var/tmp: overlay2 needs a filesystem that is not itself an overlay, and the root
+# outlives a reboot's /tmp clean-up.
+KEPT_ROOTS = Path(os.environ.get("BINLOGSYNC_DOCKER_ROOTS", "/var/tmp/bls-docker-kept"))
 
 
 def mirror() -> str:
@@ -61,11 +69,12 @@ class Engine:
         if shutil.which("dockerd") is None:
             raise RuntimeError("dockerd is missing: apt-get install docker.io")
         self.root.mkdir(parents=True, exist_ok=True)
-        log = (self.root / "dockerd.log").open("ab")
+        self._end_leftover()
+        log = (self.root / "dockerd.log").open("wb")
         self.proc = subprocess.Popen(
             ["dockerd", "--iptables=false", "--ip6tables=false", "--bridge=none",
              "--data-root", str(self.root / "data"), "--exec-root", str(self.run_dir / "exec"),
-             "-H", f"unix://{self.sock}", "--pidfile", str(self.run_dir / "dockerd.pid")],
+             "-H", f"unix://{self.sock}", "--pidfile", str(self.root / "dockerd.pid")],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         log.close()
@@ -76,6 +85,19 @@ class Engine:
             return self.docker("info", check=False).returncode == 0
 
         wait_until(answering, timeout, 0.2, "the private dockerd answering")
+
+    def _end_leftover(self) -> None:
+        """End a dockerd left on this root by a session killed before its clean-up (the root's
+        lock died with that session; two dockerds must never share a root)."""
+        try:
+            pid = int((self.root / "dockerd.pid").read_text())
+            command = Path(f"/proc/{pid}/comm").read_text().strip()
+        except (OSError, ValueError):
+            return
+        if command != "dockerd":
+            return
+        os.kill(pid, signal.SIGTERM)
+        wait_until(lambda: not Path(f"/proc/{pid}").exists(), 30, 0.2, "the leftover dockerd's end")
 
     def docker(
         self, *args: str, check: bool = True, timeout: float = 600, input: bytes | None = None
@@ -93,12 +115,23 @@ class Engine:
     def has_image(self, tag: str) -> bool:
         return self.docker("image", "inspect", tag, check=False).returncode == 0
 
-    def stop(self) -> None:
-        if self.proc is None:
-            return
+    def clear(self) -> None:
+        """Remove every container, network and volume (what a kept root may still hold from a
+        session that was killed); images stay."""
         ids = self.docker("ps", "-aq", check=False).stdout.decode().split()
         if ids:
             self.docker("rm", "-f", *ids, check=False, timeout=120)
+        self.docker("network", "prune", "-f", check=False, timeout=120)
+        self.docker("volume", "prune", "-f", check=False, timeout=120)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.clear()
+        # Untagged images a week old: what rebuilds replaced, so a kept root does not grow
+        # forever. Not younger ones: the last layer of a build stage (the venvs' installs) is
+        # untagged too, and it is the cache the next build wants.
+        self.docker("image", "prune", "-f", "--filter", "until=168h", check=False, timeout=300)
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(30)
@@ -109,17 +142,35 @@ class Engine:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def kept_root(name: str, roots: Path = KEPT_ROOTS) -> Iterator[Path | None]:
+    """The data root `name` kept across sessions, locked for this one; None while another
+    session holds it (the caller then uses a root of its own: two dockerds must never share
+    one)."""
+    roots.mkdir(parents=True, exist_ok=True)
+    with (roots / f"{name}.lock").open("w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield None
+            return
+        yield roots / name
+
+
 def debian_image(engine: Engine, tag: str, packages: list[str], cache: Path = CACHE) -> str:
     """`tag` in `engine`: Debian minbase with `packages`, made once and cached."""
-    if engine.has_image(tag):
-        return tag
     key = hashlib.sha256(" ".join(sorted(packages)).encode()).hexdigest()[:12]
+    marker = f"BINLOGSYNC_BASE={key}"  # a kept root may hold the tag made of other packages
+    if engine.has_image(tag):
+        env = engine.docker("image", "inspect", "-f", "{{json .Config.Env}}", tag).stdout
+        if marker in env.decode():
+            return tag
     tarball = cache / "images" / f"{SUITE}-{key}.tar"
     if not tarball.exists():
         _debootstrap(packages, tarball)
     with tarball.open("rb") as data:
         done = subprocess.run(
-            ["docker", "import", "-c", 'CMD ["/bin/bash"]', "-", tag],
+            ["docker", "import", "-c", 'CMD ["/bin/bash"]', "-c", f"ENV {marker}", "-", tag],
             env=engine.env, stdin=data, capture_output=True, timeout=600,
         )  # fmt: skip
     if done.returncode:

@@ -1,5 +1,5 @@
-"""Fixtures of the deployment tests: one private Docker engine per session (dockerd started by
-hand, its data under /var/tmp so overlay2 works, removed at the end)."""
+"""Fixtures of the deployment tests: a private Docker engine per test module (dockerd started
+by hand, its data under /var/tmp so overlay2 works)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from binlogsync_dev.docker_kit import Engine
+from binlogsync_dev.docker_kit import Engine, kept_root
 
 
-@pytest.fixture(scope="session")
-def engine() -> Iterator[Engine]:
-    root = Path("/var/tmp") / f"bls-docker-{os.getpid()}"
-    box = Engine(root)
-    box.start()
-    try:
-        yield box
-    finally:
-        box.stop()
-        shutil.rmtree(root, ignore_errors=True)
+@pytest.fixture(scope="module")
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    """A private dockerd per test module, on the module's kept data root when no other session
+    holds it (images and build cache from the last session: a compose build after a code
+    change rebuilds only binlogsync's layers), else on a root of its own, removed after."""
+    name = request.module.__name__.rsplit(".", 1)[-1]
+    with kept_root(name) as kept:
+        root = kept or Path("/var/tmp") / f"bls-docker-{os.getpid()}-{name}"
+        box = Engine(root)
+        box.start()
+        try:
+            box.clear()
+            yield box
+        finally:
+            box.stop()
+            if kept is None:
+                shutil.rmtree(root, ignore_errors=True)

@@ -310,8 +310,25 @@ def test_parallel_seed_resumes_after_kill_9_and_leaves_no_reader_behind(
 def _seeded_rows(s: LocalSite, db: str) -> int:
     from binlogsync.hubcommands import fetch_status
 
-    status = fetch_status(str(s.agents["hub"].config))
+    # 30 s, not 5: the hub's log commits with fsync, and in a full suite beside the Docker
+    # builds of the deploy tests one hub did not answer for 6.7 s at the seed's start.
+    status = fetch_status(str(s.agents["hub"].config), timeout=30)
     return sum(r["rows"] for r in status["seeds"] if r["table"] == f"{db}.t")
+
+
+@contextmanager
+def _seeding(command: list[str]) -> Iterator[subprocess.Popen[str]]:
+    """The seed as a process, killed if it still runs on the way out and its pipes closed
+    (left open by a failed test, they were collected, with a ResourceWarning that failed
+    whichever test ran next)."""
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as seeding:
+        try:
+            yield seeding
+        finally:
+            if seeding.poll() is None:
+                seeding.kill()
 
 
 @pytest.mark.parametrize("victim", ["target", "hub", "origin"])
@@ -320,34 +337,16 @@ def test_seed_survives_kill_9_of_an_agent(
 ) -> None:
     with _site(tmp_path, origin, target, dbname, 40_000) as s:
         with seed_writer(origin, dbname, 40_000):
-            seeding = subprocess.Popen(
-                [
-                    *seed_command(
-                        s,
-                        target,
-                        "--chunk-rows",
-                        "2000",
-                        "--max-rows-per-second",
-                        "10000",
-                        "--parallel",
-                        "2",
-                    ),  # fmt: skip
-                    "--json",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            try:
+            command = seed_command(
+                s, target, "--chunk-rows", "2000", "--max-rows-per-second", "10000",
+                "--parallel", "2", "--json",
+            )  # fmt: skip
+            with _seeding(command) as seeding:
                 wait_until(lambda: _seeded_rows(s, dbname) >= 6_000, 60, what="part of the seed")
                 name = target.name if victim == "target" else victim
                 s.kill(name)
                 s.start(name)
                 out, err = seeding.communicate(timeout=300)
-            finally:
-                if seeding.poll() is None:
-                    seeding.kill()
-                    seeding.wait()
             assert seeding.returncode == 0, f"{out}\n{err}\n{s.logs()}"
         report = json.loads(out)
         assert {t["table"]: t for t in report["tables"]}[f"{dbname}.t"]["rows"] > 35_000
@@ -362,16 +361,10 @@ def test_seed_survives_kill_9_of_the_target_while_its_lanes_wait_to_commit(
     again to the restarted agent, and the copy is exact. (No writes meanwhile: a stream
     delivery between chunks would take the main connection to the locked row first.)"""
     with _site(tmp_path, origin, target, dbname, 30_000) as s:
-        seeding = subprocess.Popen(
-            [
-                *seed_command(s, target, "--chunk-rows", "2000", "--max-rows-per-second", "8000"),
-                "--json",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+        command = seed_command(
+            s, target, "--chunk-rows", "2000", "--max-rows-per-second", "8000", "--json"
         )
-        try:
+        with _seeding(command) as seeding:
             wait_until(lambda: _seeded_rows(s, dbname) >= 4_000, 60, what="part of the seed")
             with target.connect() as locker, locker.cursor() as cur:
                 cur.execute("BEGIN")
@@ -383,10 +376,6 @@ def test_seed_survives_kill_9_of_the_target_while_its_lanes_wait_to_commit(
                 locker.rollback()
             s.start(target.name)
             out, err = seeding.communicate(timeout=300)
-        finally:
-            if seeding.poll() is None:
-                seeding.kill()
-                seeding.wait()
         assert seeding.returncode == 0, f"{out}\n{err}\n{s.logs()}"
         wait_equal(s, dbname, ["t", "u"], timeout=120)
 

@@ -3,7 +3,8 @@ against systemd containers, the docker compose site) on a machine without an ima
 
     Engine       dockerd started by hand (no systemd on the host), on its own socket, data and
                  exec roots, with no bridge and no iptables rules: containers talk over the
-                 user-defined networks compose or the tests make. `stop` ends it and what it ran.
+                 user-defined networks compose or the tests make. `start` removes what a killed
+                 session left on its root; `stop` ends it and what it ran.
     kept_root    a data root kept from one session to the next (its images and build cache:
                  the compose images rebuild only what changed), held by one session at a time.
     debian_image local/NAME: Debian bookworm (minbase) plus packages, made with debootstrap from
@@ -85,6 +86,7 @@ class Engine:
             return self.docker("info", check=False).returncode == 0
 
         wait_until(answering, timeout, 0.2, "the private dockerd answering")
+        self.clear()  # what a session killed on a kept root left behind
 
     def _end_leftover(self) -> None:
         """End a dockerd left on this root by a session killed before its clean-up (the root's
@@ -111,9 +113,6 @@ class Engine:
                 f"{done.stderr.decode(errors='replace')[-3000:]}"
             )
         return done
-
-    def has_image(self, tag: str) -> bool:
-        return self.docker("image", "inspect", tag, check=False).returncode == 0
 
     def clear(self) -> None:
         """Remove every container, network and volume (what a kept root may still hold from a
@@ -161,10 +160,9 @@ def debian_image(engine: Engine, tag: str, packages: list[str], cache: Path = CA
     """`tag` in `engine`: Debian minbase with `packages`, made once and cached."""
     key = hashlib.sha256(" ".join(sorted(packages)).encode()).hexdigest()[:12]
     marker = f"BINLOGSYNC_BASE={key}"  # a kept root may hold the tag made of other packages
-    if engine.has_image(tag):
-        env = engine.docker("image", "inspect", "-f", "{{json .Config.Env}}", tag).stdout
-        if marker in env.decode():
-            return tag
+    found = engine.docker("image", "inspect", "-f", "{{json .Config.Env}}", tag, check=False)
+    if found.returncode == 0 and marker in found.stdout.decode():
+        return tag
     tarball = cache / "images" / f"{SUITE}-{key}.tar"
     if not tarball.exists():
         _debootstrap(packages, tarball)

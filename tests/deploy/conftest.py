@@ -24,7 +24,6 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
         box = Engine(root)
         box.start()
         try:
-            box.clear()
             yield box
         finally:
             box.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,6 +62,40 @@ def test_delivery_in_order_within_window_and_cursor_moves_on_applied(tmp_path: P
         status = h.hub.status()
         assert status["targets"][0]["applied"] == tx(3).position.to_json()
         assert status["targets"][0]["backlog"] == 7
+
+
+def test_a_full_window_reads_nothing_from_the_log(tmp_path: Path) -> None:
+    """A target whose window is full is sent nothing, so the hub reads no entries for it: a
+    backlog's drain once read every batch twice, the second time in vain."""
+    with HubThread(tmp_path, batch_transactions=3, window=2, heartbeat_liveness=100) as h:
+        origin, target = Peer(h.endpoint), Peer(h.endpoint)
+        origin.hello("o1", ["origin"], start=START)
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 11)])
+        origin.recv(kind=frames.ACK)
+        reads: list[int] = []
+        read = h.hub.log.read
+
+        def counted(origin: str, after_key: int, limit: int) -> list[Any]:
+            entries = read(origin, after_key, limit)
+            reads.append(len(entries))
+            return entries
+
+        h.hub.log.read = counted  # type: ignore[method-assign]
+        target.hello("t1", ["target"])
+        first = target.recv(kind=frames.DELIVER)
+        target.recv(kind=frames.DELIVER)
+        target.send(frames.PING, {})
+        target.recv(kind=frames.PONG)  # answered in a later turn: the one that sent is over
+        assert reads == [3, 3]  # not a third read of entries 7-9, which the window refuses
+        target.send(
+            frames.APPLIED,
+            {"origin": "o1", "seq": first.header["seq"], "upto": first.header["upto"]},
+        )
+        third = target.recv(kind=frames.DELIVER)
+        assert [t.position.key for t in third.transactions()] == [
+            tx(i).position.key for i in (7, 8, 9)
+        ]
+        assert reads == [3, 3, 3]
 
 
 def test_offline_target_catches_up_from_its_own_checkpoint(tmp_path: Path) -> None:

@@ -278,6 +278,8 @@ class Delivery:
         head = self.log.head(origin)
         limit = self.config.batch_transactions
         while head is not None and cursor.sent_key < head.key:
+            if self._window_full(cursor):
+                return  # a read now would be in vain: each APPLIED that frees a slot pumps
             entries = self.log.read(origin, cursor.sent_key, limit)
             full = len(entries) == limit
             if not self._send_entries(target, origin, cursor, entries, None if full else head):
@@ -421,6 +423,12 @@ class Delivery:
             if not self._send_part(host, origin, cursor, begin_key, None, None, False, budget):
                 return
 
+    def _window_full(self, cursor: Cursor) -> bool:
+        """No further DELIVER fits in the cursor's window, whatever its size."""
+        return len(cursor.inflight) >= self.config.window or bool(
+            cursor.inflight and cursor.inflight_bytes >= self.cursor_bytes
+        )
+
     def _send_part(
         self,
         host: Host,
@@ -434,9 +442,7 @@ class Delivery:
     ) -> bool:
         """Send part `cursor.parts_sent + 1` of the transaction at `begin_key` (ending at
         `end`, None while its last part is not stored), within the window."""
-        if len(cursor.inflight) >= self.config.window or (
-            cursor.inflight and cursor.inflight_bytes >= self.cursor_bytes
-        ):
+        if self._window_full(cursor):
             return False
         number = cursor.parts_sent + 1
         try:

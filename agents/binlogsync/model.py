@@ -18,6 +18,7 @@ from typing import Any, Literal, NamedTuple
 
 from . import rowtext
 from .errors import ProtocolError
+from .frozen import maker
 from .position import Position, file_number
 from .rowtext import TextRows
 from .tabledef import TableDef, TableDefError
@@ -123,7 +124,7 @@ class Change:
     def from_wire(cls, data: Any) -> Change:
         text = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
-        return cls(
+        return _make_change(
             kind,
             schema,
             table,
@@ -283,7 +284,7 @@ class Transaction:
     @classmethod
     def from_wire(cls, data: Any) -> Transaction:
         position, timestamp, changes = _transaction_fields(data)
-        return cls(position, timestamp, tuple(map(Change.from_wire, changes)))
+        return _make_transaction(position, timestamp, tuple(map(Change.from_wire, changes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,11 @@ class Part:
     def from_wire(cls, data: Any) -> Part:
         begin, number, last, end, timestamp, changes = _part_fields(data)
         return cls(begin, number, last, tuple(map(Change.from_wire, changes)), end, timestamp)
+
+
+_make_change = maker(Change)
+_make_transaction = maker(Transaction)
+_make_position = maker(Position)
 
 
 def _transaction_fields(data: Any) -> tuple[Position, float, list[Any]]:
@@ -416,7 +422,7 @@ def _position(data: Any) -> Position:
             and (gtid is None or (type(gtid) is str and len(gtid) <= _MAX_GTID))
         ):
             file_number(file)  # the file name's checks
-            return Position(file, offset, gtid)
+            return _make_position(file, offset, gtid, "file")
     elif type(data) is list and len(data) == 4 and data[3] == "gtid":
         file, offset, state, _scheme = data
         if (
@@ -426,7 +432,7 @@ def _position(data: Any) -> Position:
             and 0 <= offset < _OFFSET_LIMIT
             and type(state) is str
         ):
-            position = Position(file, offset, state, "gtid")
+            position = _make_position(file, offset, state, "gtid")
             position.key  # noqa: B018 - the state's checks (cached: the key is asked again)
             return position
     return Position.from_wire(data)

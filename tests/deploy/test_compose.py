@@ -312,6 +312,28 @@ class AirflowApi:
         content = answer.get("content", answer) if isinstance(answer, dict) else answer
         return json.dumps(content)[-6000:]
 
+    def task_timeline(self, dag_id: str, run_id: str, run_start: str) -> list[str]:
+        """Each task instance's queued, start and end, in seconds after the run's start."""
+        import datetime as dt
+
+        zero = dt.datetime.fromisoformat(run_start)
+
+        def at(value: str | None) -> str:
+            if not value:
+                return "-"
+            return f"{(dt.datetime.fromisoformat(value) - zero).total_seconds():.1f}"
+
+        answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        lines = []
+        for ti in sorted(answer["task_instances"], key=lambda t: t.get("start_date") or ""):
+            index = ti["map_index"]
+            name = ti["task_id"] + (f"[{index}]" if index >= 0 else "")
+            lines.append(
+                f"{name}: queued {at(ti.get('queued_when'))}, start {at(ti.get('start_date'))}, "
+                f"end {at(ti.get('end_date'))}, tries {ti.get('try_number')}"
+            )
+        return lines
+
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
         answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
         return {
@@ -487,6 +509,10 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     timed("every DAG run (trigger to the last success)", t)
     for dag in dags:
         print(f"compose site: DAG {dag} run {run_ids[dag]} took {seconds_between(results[dag])} s")
+    for line in api.task_timeline(
+        "reconcile", run_ids["reconcile"], results["reconcile"]["start_date"]
+    ):
+        print(f"compose site: reconcile task {line}")
     run_id, result = run_ids["reconcile"], results["reconcile"]
     tasks = api.task_states("reconcile", run_id)
     # one mapped job per group of targets the routes make (shop.* to all four; the timing
@@ -513,6 +539,16 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{site.spark_ui_port}/json/", timeout=10) as r:
         master = json.loads(r.read())
     finished = {a["id"]: a["state"] for a in master["completedapps"]}
+    ours = [a for a in master["completedapps"] if a["id"] in apps]
+    for app in ours:
+        print(
+            f"compose site: Spark application {app['id']}: {app['duration'] / 1000:.1f} s, "
+            f"{app['cores']} core(s), {app.get('memoryperexecutor', app.get('memoryperslave'))} "
+            "MB per executor"
+        )
+    # The DAG's applications share the worker, a core each (spark.deploy.defaultCores), so the
+    # second's executor need not wait for the first application to end.
+    assert all(app["cores"] == 1 for app in ours), ours
     assert all(finished.get(app) == "FINISHED" for app in apps), master
     print(
         f"compose site: reconcile run {run_id} itself {seconds_between(result)} s, "

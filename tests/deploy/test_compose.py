@@ -16,9 +16,10 @@ PostgreSQL targets and leaves the Redis target out; paper_timing times the site'
 (the origin's scratch table to target1 and target2, no native replica, a PNG); binlog_retention
 and outbox_retries; the hub is killed (SIGKILL) in the middle of a burst of transactions and
 rows are written while it is down: after it is started again, every database target equals the
-origin row for row; Prometheus scrapes the hub and every agent, and once the Redis target's
-agent is stopped its API shows BinlogsyncHostOffline firing for that host (the shipped rule,
-`for: 30s`, unchanged); `down -v` leaves no container and no volume. Timings are printed.
+origin row for row; Prometheus scrapes the hub and every agent, and the Redis target's agent,
+stopped while the DAGs run (none needs it), shows in its API as BinlogsyncHostOffline firing
+for that host (the shipped rule, `for: 30s`, unchanged); `down -v` leaves no container and no
+volume. Timings are printed.
 
 The third-party wheels are cached under ~/.cache/binlogsync/wheels, keyed by pyproject.toml,
 constraints.txt and make-wheels; binlogsync's own wheel is built from this checkout by the
@@ -489,6 +490,22 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     assert {h["name"]: h["online"] for h in overview["hosts"]} == {
         "origin": True, "target1": True, "target2": True, "warehouse": True, "cache": True,
     }, overview  # fmt: skip
+    # Prometheus scrapes the hub and every agent; an agent stopped while the DAGs run (none of
+    # them needs it) fires "host offline" by the time they are done (checked after them).
+    prometheus = f"http://127.0.0.1:{site.prometheus_port}"
+
+    def scraped() -> set[str]:
+        query = urllib.parse.quote('up{job="binlogsync"} == 1')
+        with urllib.request.urlopen(f"{prometheus}/api/v1/query?query={query}", timeout=10) as r:
+            result = json.loads(r.read())["data"]["result"]
+        return {s["metric"]["binlogsync_host"] for s in result}
+
+    every = {"hub", "origin", "target1", "target2", "warehouse", "cache"}
+    wait_until(lambda: scraped() == every, 60, 1.0, "Prometheus scraping the hub and every agent")
+    assert not [a for a in firing(site.prometheus_port)
+                if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+    site.compose("stop", "cache-agent")
+    stopped = time.monotonic()
     confs: dict[str, dict[str, Any]] = {
         "reconcile": {"tables": ["shop.*"]},
         # the site's own pipeline (the Variables compose sets), 100 statements per DML
@@ -578,6 +595,19 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     for dag in ("binlog_retention", "outbox_retries"):
         assert api.task_states(dag, run_ids[dag]), f"{dag} ran no task"
 
+    offline: list[dict[str, Any]] = []
+
+    def host_offline_fires() -> bool:
+        offline[:] = [a for a in firing(site.prometheus_port)
+                      if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
+        return bool(offline)
+
+    wait_until(host_offline_fires, 180, 1.0, "BinlogsyncHostOffline firing in Prometheus")
+    assert [a["labels"]["host"] for a in offline] == ["cache"], offline
+    assert offline[0]["annotations"]["summary"] == "binlogsync host cache is offline"
+    timed("agent stopped until BinlogsyncHostOffline fired (while the DAGs ran)", stopped)
+    site.compose("start", "cache-agent")  # healthy again below, with the hub
+
     # Kill the hub in the middle of a burst of single-row transactions, write while it is
     # down, start it again: nothing is lost on either target.
     t = time.monotonic()
@@ -625,33 +655,6 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
         f"compose site: hub killed with {arrived}/{count} burst rows on target1; "
         f"{len(rows['orders'])} orders and {len(rows['customers'])} customers equal on all three"
     )
-
-    # Prometheus scrapes the hub and every agent; a stopped agent fires "host offline".
-    t = time.monotonic()
-    prometheus = f"http://127.0.0.1:{site.prometheus_port}"
-
-    def scraped() -> set[str]:
-        query = urllib.parse.quote('up{job="binlogsync"} == 1')
-        with urllib.request.urlopen(f"{prometheus}/api/v1/query?query={query}", timeout=10) as r:
-            result = json.loads(r.read())["data"]["result"]
-        return {s["metric"]["binlogsync_host"] for s in result}
-
-    every = {"hub", "origin", "target1", "target2", "warehouse", "cache"}
-    wait_until(lambda: scraped() == every, 60, 1.0, "Prometheus scraping the hub and every agent")
-    assert not [a for a in firing(site.prometheus_port)
-                if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
-    site.compose("stop", "cache-agent")
-    offline: list[dict[str, Any]] = []
-
-    def host_offline_fires() -> bool:
-        offline[:] = [a for a in firing(site.prometheus_port)
-                      if a["labels"]["alertname"] == "BinlogsyncHostOffline"]  # fmt: skip
-        return bool(offline)
-
-    wait_until(host_offline_fires, 180, 1.0, "BinlogsyncHostOffline firing in Prometheus")
-    assert [a["labels"]["host"] for a in offline] == ["cache"], offline
-    assert offline[0]["annotations"]["summary"] == "binlogsync host cache is offline"
-    timed("agent stopped until BinlogsyncHostOffline fires", t)
 
     t = time.monotonic()
     site.compose("down", "-v", "--remove-orphans", timeout=300)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from binlogsync.errors import UnreachableError
 from binlogsync.hubcommands import fetch_status as fetch
 from binlogsync_dev.localsite import Agent, wait_until
 from binlogsync_dev.sandbox import Sandbox, Server, free_port
@@ -52,15 +53,20 @@ def test_two_way_sync_converges_and_does_not_echo(
     try:
         for agent in agents:
             agent.start()
-        wait_until(
-            lambda: (
-                all(h["online"] for h in fetch(str(hub_config))["hosts"])
-                and all(o["head"] for o in fetch(str(hub_config))["origins"])
-            ),
-            30,
-            0.1,
-            "online",
-        )
+
+        def online() -> bool:
+            try:
+                status = fetch(str(hub_config), timeout=1)
+            except UnreachableError:
+                # Not listening yet (a loaded machine once took over 5 s to start the hub's
+                # Python); a hub that died says why in its log.
+                assert agents[0].running, (root / "hub.log").read_text()[-3000:]
+                return False
+            return all(h["online"] for h in status["hosts"]) and all(
+                o["head"] for o in status["origins"]
+            )
+
+        wait_until(online, 30, 0.1, "online")
         with a.connect(dbname) as conn, conn.cursor() as cur:
             cur.executemany("INSERT INTO from_a VALUES (%s, 'a')", [(i,) for i in range(100)])
         with b.connect(dbname) as conn, conn.cursor() as cur:

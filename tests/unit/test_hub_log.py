@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from binlogsync.errors import ConfigError, ProtocolError
 from binlogsync.hub import log as hublog
-from binlogsync.hub.log import Entry, HubLog
+from binlogsync.hub.log import Entry, HubLog, StagedPart
 from binlogsync.position import Position
 
 pytestmark = pytest.mark.unit
@@ -140,3 +141,88 @@ def test_a_log_of_format_2_is_read_and_marked_3_so_older_versions_refuse_it(
     db.close()
     with pytest.raises(ConfigError, match="has format 9, this hub writes 3"):
         HubLog(tmp_path)
+
+
+def _stored_part(store: HubLog, begin_key: int, number: int) -> bytes | None:
+    """The part as SQLite holds it (None: not there), behind the kept copies' back."""
+    row = store.db.execute(
+        "SELECT payload FROM parts WHERE origin='o1' AND begin_key=? AND number=?",
+        (begin_key, number),
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def _parts(begin: Position, payloads: list[bytes], end: Position | None) -> list[StagedPart]:
+    last = len(payloads)
+    return [
+        StagedPart(begin.key, n, p, end if n == last else None, 1.0, TABLES)
+        for n, p in enumerate(payloads, 1)
+    ]
+
+
+def test_parts_read_back_are_what_the_log_holds_through_every_change(tmp_path: Path) -> None:
+    """Delivery reads a part just stored from memory (`part`); whatever changes the stored
+    parts (a transaction started over, compaction, a restart, a capture-skip) changes what
+    `part` answers the same way: it never answers a part the log no longer holds."""
+    store = HubLog(tmp_path)
+    try:
+        first, second, end = (Position.of_state(f"0-1-{n}") for n in (1, 2, 3))
+        store.register("o1", first)
+        store.append("o1", _parts(second, [b"a1", b"a2", b"a3"], None))
+        for n, payload in enumerate([b"a1", b"a2", b"a3"], 1):
+            assert store.part("o1", second.key, n) == (payload, TABLES)
+            assert _stored_part(store, second.key, n) == payload
+        # The origin's agent restarted and sends the transaction again, cut otherwise.
+        store.append("o1", _parts(second, [b"b1", b"b2"], None))
+        assert store.part("o1", second.key, 1) == (b"b1", TABLES)
+        with pytest.raises(LookupError):
+            store.part("o1", second.key, 3)
+        store.append("o1", [StagedPart(second.key, 3, b"b3", end, 1.0, TABLES)])
+        assert [store.part("o1", second.key, n)[0] for n in (1, 2, 3)] == [b"b1", b"b2", b"b3"]
+        # Compaction deletes some parts: none of them is answered any more.
+        store.compact("o1", end, parts=2)
+        for n in (1, 2, 3):
+            stored = _stored_part(store, second.key, n)
+            if stored is None:
+                with pytest.raises(LookupError):
+                    store.part("o1", second.key, n)
+            else:
+                assert store.part("o1", second.key, n)[0] == stored
+        # Parts of the next transaction, then a restart of the origin's log: all gone.
+        third = Position.of_state("0-1-4")
+        store.append("o1", _parts(third, [b"c1"], None))
+        assert store.part("o1", third.key, 1)[0] == b"c1"
+        store.restart("o1", third)
+        with pytest.raises(LookupError):
+            store.part("o1", third.key, 1)
+    finally:
+        store.close()
+
+
+def test_a_capture_skip_drops_the_parts_it_skips(tmp_path: Path) -> None:
+    store = HubLog(tmp_path)
+    try:
+        first, second = Position.of_state("0-1-1"), Position.of_state("0-1-2")
+        store.register("o1", first)
+        store.append("o1", _parts(second, [b"a1"], None))
+        assert store.part("o1", second.key, 1)[0] == b"a1"
+        store.move_head("o1", Position.of_state("0-1-9"), "test")
+        assert _stored_part(store, second.key, 1) is None
+        with pytest.raises(LookupError):
+            store.part("o1", second.key, 1)
+    finally:
+        store.close()
+
+
+def test_the_parts_kept_in_memory_are_bounded(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(hublog, "RECENT_PART_BYTES", 2500)
+    store = HubLog(tmp_path)
+    try:
+        first, second = Position.of_state("0-1-1"), Position.of_state("0-1-2")
+        store.register("o1", first)
+        store.append("o1", _parts(second, [bytes([n]) * 1000 for n in range(1, 6)], None))
+        assert store._recent_bytes <= 2500 and len(store._recent) == 2
+        for n in range(1, 6):  # the older ones from SQLite, the same bytes
+            assert store.part("o1", second.key, n)[0] == bytes([n]) * 1000
+    finally:
+        store.close()

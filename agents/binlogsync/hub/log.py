@@ -28,6 +28,7 @@ import re
 import sqlite3
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,9 @@ _FORMAT = "3"
 _UPGRADES = {"2": "file positions only: read the same, marked 3 when opened"}
 _UNKNOWN: Any = object()
 PAGE_SIZE = 16384  # for new logs
+# The parts stored last, kept in memory for delivery (`part`), which otherwise reads each one
+# back from SQLite right after writing it (17 % of the hub's time in a 1M-row UPDATE).
+RECENT_PART_BYTES = 32 << 20
 
 
 Tables = tuple[tuple[str, str], ...]
@@ -213,6 +217,12 @@ class HubLog:
         # sent of them before their end was known: a transaction's first part (started anew,
         # possibly cut otherwise), a restart, a capture-skip (delivery.py's open parts).
         self._stages: dict[str, int] = {}
+        # (origin, begin_key, number) → (payload, tables) of parts as committed: filled only
+        # after a commit, emptied for an origin whenever its stored parts change otherwise.
+        self._recent: OrderedDict[tuple[str, int, int], tuple[bytes, Tables | None]] = (
+            OrderedDict()
+        )
+        self._recent_bytes = 0
         self.heads: dict[str, OriginHead] = {
             origin: OriginHead(origin, _pos(head), ts, appended, _pos(floor) if floor else None)
             for origin, head, ts, appended, floor in self.db.execute(
@@ -437,6 +447,8 @@ class HubLog:
             self._staging[plan.origin] = plan.staged
         if plan.wipe is not None:
             self._new_stage(plan.origin)
+        for origin, begin_key, number, payload, tables in plan.parts:
+            self._remember(origin, begin_key, number, payload, tables)  # type: ignore[arg-type]
         if plan.last_position is None:
             return (current.head if current else None), 0
         assert plan.last is not None
@@ -448,6 +460,25 @@ class HubLog:
 
     def _new_stage(self, origin: str) -> None:
         self._stages[origin] = self._stages.get(origin, 0) + 1
+        self._forget(origin)
+
+    def _remember(
+        self, origin: str, begin_key: int, number: int, payload: bytes, tables: str | None
+    ) -> None:
+        key = (origin, begin_key, number)
+        old = self._recent.pop(key, None)
+        if old is not None:
+            self._recent_bytes -= len(old[0])
+        self._recent[key] = (payload, tables_of(tables))
+        self._recent_bytes += len(payload)
+        while self._recent_bytes > RECENT_PART_BYTES:
+            _, (dropped, _) = self._recent.popitem(last=False)
+            self._recent_bytes -= len(dropped)
+
+    def _forget(self, origin: str, begin_key: int | None = None) -> None:
+        """Drop the kept parts of `origin` (of its transaction at `begin_key` only)."""
+        for key in [k for k in self._recent if k[0] == origin and begin_key in (None, k[1])]:
+            self._recent_bytes -= len(self._recent.pop(key)[0])
 
     def stage(self, origin: str) -> int:
         """`arriving`'s stage, also once the transaction is stored whole."""
@@ -530,6 +561,9 @@ class HubLog:
 
     def part(self, origin: str, begin_key: int, number: int) -> tuple[bytes, Tables | None]:
         """A stored part's payload and the tables its changes touch."""
+        kept = self._recent.get((origin, begin_key, number))
+        if kept is not None:
+            return kept
         row = self.db.execute(
             "SELECT payload, tables FROM parts WHERE origin=? AND begin_key=? AND number=?",
             (origin, begin_key, number),
@@ -618,6 +652,7 @@ class HubLog:
                     if parts <= 0:
                         done = False
                         break
+                    self._forget(origin, begin_key)
                     deleted = self.db.execute(
                         "DELETE FROM parts WHERE origin=? AND begin_key=? AND number IN ("
                         "SELECT number FROM parts WHERE origin=? AND begin_key=? "

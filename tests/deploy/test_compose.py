@@ -28,6 +28,7 @@ builder stage on every run.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -313,10 +314,16 @@ class AirflowApi:
         content = answer.get("content", answer) if isinstance(answer, dict) else answer
         return json.dumps(content)[-6000:]
 
+    def task_instances(self, dag_id: str, run_id: str) -> dict[str, dict[str, Any]]:
+        """The run's task instances by name (`task[map_index]` for a mapped one)."""
+        answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {
+            ti["task_id"] + (f"[{ti['map_index']}]" if ti["map_index"] >= 0 else ""): ti
+            for ti in answer["task_instances"]
+        }
+
     def task_timeline(self, dag_id: str, run_id: str, run_start: str) -> list[str]:
         """Each task instance's queued, start and end, in seconds after the run's start."""
-        import datetime as dt
-
         zero = dt.datetime.fromisoformat(run_start)
 
         def at(value: str | None) -> str:
@@ -324,23 +331,15 @@ class AirflowApi:
                 return "-"
             return f"{(dt.datetime.fromisoformat(value) - zero).total_seconds():.1f}"
 
-        answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        lines = []
-        for ti in sorted(answer["task_instances"], key=lambda t: t.get("start_date") or ""):
-            index = ti["map_index"]
-            name = ti["task_id"] + (f"[{index}]" if index >= 0 else "")
-            lines.append(
-                f"{name}: queued {at(ti.get('queued_when'))}, start {at(ti.get('start_date'))}, "
-                f"end {at(ti.get('end_date'))}, tries {ti.get('try_number')}"
-            )
-        return lines
+        instances = self.task_instances(dag_id, run_id).items()
+        return [
+            f"{name}: queued {at(ti.get('queued_when'))}, start {at(ti.get('start_date'))}, "
+            f"end {at(ti.get('end_date'))}, tries {ti.get('try_number')}"
+            for name, ti in sorted(instances, key=lambda item: item[1].get("start_date") or "")
+        ]
 
     def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
-        answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        return {
-            ti["task_id"] + (f"[{ti['map_index']}]" if ti["map_index"] >= 0 else ""): ti["state"]
-            for ti in answer["task_instances"]
-        }
+        return {name: ti["state"] for name, ti in self.task_instances(dag_id, run_id).items()}
 
 
 def _sh_quote(text: str) -> str:
@@ -366,8 +365,6 @@ def xcom(api: AirflowApi, dag: str, run_id: str, task: str, map_index: int = -1)
 
 def seconds_between(run: dict[str, Any]) -> float:
     """A DAG run's duration from its start and end dates (ISO 8601, from the REST API)."""
-    import datetime as dt
-
     start, end = (dt.datetime.fromisoformat(run[k]) for k in ("start_date", "end_date"))
     return round((end - start).total_seconds(), 1)
 

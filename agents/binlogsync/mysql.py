@@ -23,6 +23,7 @@ is the same mapping for callers that need the error object. Unreachable servers 
 from __future__ import annotations
 
 import functools
+import select
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -229,6 +230,29 @@ def connect(
             )
     except TlsError as exc:
         raise TlsError(f"{doing}: {exc.message}", exc.fix) from exc
+
+
+def still_open(conn: Any) -> bool:
+    """Whether an idle connection is still usable, judged from its socket alone: the server
+    closes the socket of a session it kills, times out or shuts down, so a readable socket
+    (its end, or an error sent before it) between commands means the session is gone. A
+    COM_PING round trip would tell the same at some 50 µs of the agent's CPU, on every
+    target transaction. A peer that vanished without closing shows only as the next command's
+    failure, as it would under a ping that waits out its read timeout. Relies on PyMySQL's
+    `_sock` (pyproject.toml pins PyMySQL below 1.3)."""
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        if poller.poll(0):
+            return False
+    except (OSError, ValueError):
+        return False
+    # A TLS socket may hold decrypted bytes already read from the socket: never between
+    # commands on a live session.
+    return not (isinstance(sock, ssl.SSLSocket) and sock.pending())
 
 
 def close(conn: Any) -> None:

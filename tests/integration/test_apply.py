@@ -30,6 +30,7 @@ from binlogsync.errors import (
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.zerodate import ZeroDate
+from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.sandbox import Sandbox, Server, free_port
 
 pytestmark = pytest.mark.integration
@@ -752,6 +753,41 @@ def test_lost_connection_between_calls_reconnects(
     assert applier.apply([txn(2, ins(dbname, "k", "id", (2,)))]) == pos(2)
     assert applier.connection_id != first
     assert q(conn, "SELECT id FROM k ORDER BY id") == [(1,), (2,)]
+
+
+def test_a_connection_in_use_is_checked_without_a_round_trip(
+    conn: pymysql.Connection,
+    dbname: str,
+    applier: Applier,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each call checks the open connection from its socket, not with a COM_PING (a round
+    trip and some 50 µs of CPU per target transaction); a session the server ended is still
+    found before the call, without a failure."""
+    pings: list[object] = []
+    real_ping = pymysql.connections.Connection.ping
+
+    def counted(self: pymysql.connections.Connection, reconnect: bool = True) -> None:
+        pings.append(self)
+        real_ping(self, reconnect)
+
+    monkeypatch.setattr(pymysql.connections.Connection, "ping", counted)
+    q(conn, "CREATE TABLE k (id INT PRIMARY KEY)")
+    for n in range(1, 4):
+        assert applier.apply([txn(n, ins(dbname, "k", "id", (n,)))]) == pos(n)
+    first = applier.connection_id
+    assert first is not None
+    assert pings == []
+    q(conn, f"KILL {first}")
+    wait_until(
+        lambda: not q(conn, f"SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = {first}"),
+        10,
+        what="the killed session's end",
+    )
+    assert applier.apply([txn(4, ins(dbname, "k", "id", (4,)))]) == pos(4)
+    assert applier.connection_id != first
+    assert q(conn, "SELECT COUNT(*) FROM k") == [(4,)]
+    assert pings == []
 
 
 def test_lost_connection_during_a_call(

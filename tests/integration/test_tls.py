@@ -24,6 +24,7 @@ from binlogsync.config import DatabaseSettings, PostgresSettings
 from binlogsync.errors import DatabaseError, TlsError, UnreachableError
 from binlogsync.reconcile import postgres as pg_reconcile
 from binlogsync_dev.certs import Authority, Pair
+from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.redis_sandbox import RedisServer
 from binlogsync_dev.sandbox import Sandbox, Server, tls_options
@@ -122,6 +123,31 @@ def test_preferred_connections_share_one_context_and_still_encrypt(tls_mariadb: 
     finally:
         for conn in conns:
             conn.close()
+
+
+def test_a_tls_session_the_server_ended_is_seen_from_its_socket(tls_mariadb: Server) -> None:
+    # The apply engine checks its connection with mysql.still_open, not a ping; over TLS the
+    # socket is an SSLSocket, and the server's end of the session must show the same.
+    conn, admin = (mysql.connect(_db(tls_mariadb), "testing TLS") for _ in range(2))
+    try:
+        assert isinstance(conn._sock, ssl.SSLSocket)
+        with conn.cursor() as cur:
+            cur.execute("SELECT CONNECTION_ID()")
+            session = cur.fetchone()[0]
+        assert mysql.still_open(conn)
+        with admin.cursor() as cur:
+            cur.execute(f"KILL {int(session)}")
+
+            def gone() -> bool:
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s",
+                            (session,))  # fmt: skip
+                return cur.fetchone()[0] == 0
+
+            wait_until(gone, 10, what="the killed session's end")
+        assert not mysql.still_open(conn)
+    finally:
+        mysql.close(conn)
+        admin.close()
 
 
 def test_mariadb_verify_ca_accepts_another_name_verify_identity_refuses_it(

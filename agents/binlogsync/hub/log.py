@@ -219,9 +219,7 @@ class HubLog:
         self._stages: dict[str, int] = {}
         # (origin, begin_key, number) → (payload, tables) of parts as committed: filled only
         # after a commit, emptied for an origin whenever its stored parts change otherwise.
-        self._recent: OrderedDict[tuple[str, int, int], tuple[bytes, Tables | None]] = (
-            OrderedDict()
-        )
+        self._recent: OrderedDict[tuple[str, int, int], tuple[bytes, Tables | None]] = OrderedDict()
         self._recent_bytes = 0
         self.heads: dict[str, OriginHead] = {
             origin: OriginHead(origin, _pos(head), ts, appended, _pos(floor) if floor else None)

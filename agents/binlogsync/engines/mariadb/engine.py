@@ -4,8 +4,9 @@ MariaDB or MySQL target, and nothing the core decides.
     connection   PyMySQL through mysql.py (TLS, timeouts); sessions at time_zone '+00:00'
                  (TIMESTAMPs travel as naive UTC), the server's sql_mode without the modes
                  that refuse dates the origin stored, plus NO_AUTO_VALUE_ON_ZERO (an id 0
-                 replays as 0) and ALLOW_INVALID_DATES; autocommit off; utf8mb4. A lost
-                 connection is found at the start of every call and opened again
+                 replays as 0) and ALLOW_INVALID_DATES; autocommit off; utf8mb4. A
+                 connection the server closed is found at the start of every call (from its
+                 socket: mysql.still_open) and opened again
     binlogsync   the checkpoint and skipped tables (checkpoint.py), made on first use
     catalog      the target's tables, keys and columns (targettables.py), read once and
                  again after any error; the origin's DDL noted for messages
@@ -199,11 +200,8 @@ class MariaDBEngine:
 
     # -- connection ---------------------------------------------------------------------------
     def _connection(self) -> Any:
-        if self._conn is not None:
-            try:
-                self._conn.ping(reconnect=False)
-            except (pymysql.err.MySQLError, OSError):
-                self._drop()
+        if self._conn is not None and not mysql.still_open(self._conn):
+            self._drop()
         if self._conn is None:
             self._conn = self._open()
         return self._conn

@@ -25,13 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 
 from .. import __version__
-from ..capture.preflight import check_origin
-from ..capture.tablemap import check_library
 from ..config import ClientConfig
 from ..engines.base import takes_open_parts
 from ..errors import BinlogsyncError, ConfigError, UnreachableError
@@ -40,8 +38,10 @@ from ..position import Position
 from ..runloop import Backoff, RunLoop
 from ..transport import frames
 from ..transport.link import HubLink
-from .origin import OriginRole
 from .target import TargetRole
+
+if TYPE_CHECKING:
+    from .origin import OriginRole
 
 log = logging.getLogger("binlogsync.client")
 
@@ -120,11 +120,13 @@ class ClientAgent(RunLoop):
         self._wake_push.linger = 0
         self._wake_push.connect(self.wake_endpoint)
         limit = config.max_message_bytes
-        self.origin = (
-            OriginRole(config.name, config.origin, self.metrics, self.wake, limit)
-            if config.origin
-            else None
-        )
+        self.origin: OriginRole | None = None
+        if config.origin:
+            # Imported only here: a target's agent never reads a binlog, and its start-up
+            # (part of every catch-up after a restart) need not load the capture modules.
+            from .origin import OriginRole
+
+            self.origin = OriginRole(config.name, config.origin, self.metrics, self.wake, limit)
         self.target = (
             TargetRole(config.target, self.metrics, self.wake, limit) if config.target else None
         )
@@ -171,6 +173,9 @@ class ClientAgent(RunLoop):
                 except BinlogsyncError as exc:
                     log.warning("target database: %s", exc)
         if self.config.origin is not None:
+            from ..capture.preflight import check_origin
+            from ..capture.tablemap import check_library
+
             check_library()
             o = self.config.origin
             for db in o.servers:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from applykit import Recording
 from binlogsync.apply import Applier, failed_at, list_skipped, skip
 from binlogsync.config import DatabaseSettings
+from binlogsync.engines.mariadb.pipeline import HANDOVER_ROWS
 from binlogsync.engines.mariadb.statements import Statement
 from binlogsync.errors import (
     ApplyError,
@@ -788,6 +790,38 @@ def test_a_connection_in_use_is_checked_without_a_round_trip(
     assert applier.connection_id != first
     assert q(conn, "SELECT COUNT(*) FROM k") == [(4,)]
     assert pings == []
+
+
+def test_small_statements_run_in_place_and_bulk_ones_beside_the_next(
+    conn: pymysql.Connection, dbname: str, origin_name: str, settings: DatabaseSettings
+) -> None:
+    """A statement of few rows runs on the applying thread (handing it to the pipeline's worker
+    costs more CPU than the overlap saves); a bulk one runs on the worker while the next is
+    built, and its failure is still reported as that statement's."""
+    for table in ("big", "small", "last"):
+        q(conn, f"CREATE TABLE {table} (id INT PRIMARY KEY, v VARCHAR(3))")
+
+    class Recorded(Applier):
+        def _execute(self, cursor: Any, statement: Statement) -> None:
+            ran.append((statement.table, threading.current_thread() is caller))
+            super()._execute(cursor, statement)
+
+    ran: list[tuple[str, bool]] = []
+    caller = threading.current_thread()
+    many = [(i, "x") for i in range(HANDOVER_ROWS)]
+    with Recorded(settings, origin_name) as applier:
+        changes = (ins(dbname, t, "id,v", *rows) for t, rows in
+                   (("big", many), ("small", [(1, "x")]), ("last", [(1, "x")])))  # fmt: skip
+        assert applier.apply([txn(1, *changes)]) == pos(1)
+        assert ran == [("big", False), ("small", True), ("last", True)]
+        assert q(conn, "SELECT COUNT(*) FROM big") == [(HANDOVER_ROWS,)]
+        too_long = [(HANDOVER_ROWS + i, "x" if i else "long") for i in range(HANDOVER_ROWS)]
+        with pytest.raises(SchemaMismatchError, match="1406") as caught:
+            applier.apply([txn(2, ins(dbname, "big", "id,v", *too_long),
+                                ins(dbname, "small", "id,v", (2, "x")))])  # fmt: skip
+        assert caught.value.position == pos(2)
+        assert applier.checkpoint() == pos(1)
+    assert q(conn, "SELECT COUNT(*) FROM big") == [(HANDOVER_ROWS,)]
 
 
 def test_lost_connection_during_a_call(

@@ -331,7 +331,8 @@ class MariaDBEngine:
 
 
 def _execute(cursor: Any, statement: Statement) -> None:
-    """Run one statement (on the worker thread; its parameters are already bound)."""
+    """Run one statement: a bulk one on the pipeline's worker thread, its parameters bound
+    already; one of few rows on the calling thread (pipeline.py)."""
     execute(cursor, statement)
 
 

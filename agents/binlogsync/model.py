@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 from . import rowtext
 from .errors import ProtocolError
 from .frozen import maker
-from .position import Position, file_number
+from .position import Position, file_number, make_position
 from .rowtext import TextRows
 from .tabledef import TableDef, TableDefError
 from .zerodate import ZeroDate
@@ -124,7 +124,7 @@ class Change:
     def from_wire(cls, data: Any) -> Change:
         text = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
-        return _make_change(
+        return make_change(
             kind,
             schema,
             table,
@@ -284,7 +284,7 @@ class Transaction:
     @classmethod
     def from_wire(cls, data: Any) -> Transaction:
         position, timestamp, changes = _transaction_fields(data)
-        return _make_transaction(position, timestamp, tuple(map(Change.from_wire, changes)))
+        return make_transaction(position, timestamp, tuple(map(Change.from_wire, changes)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,9 +330,10 @@ class Part:
         return cls(begin, number, last, tuple(map(Change.from_wire, changes)), end, timestamp)
 
 
-_make_change = maker(Change)
-_make_transaction = maker(Transaction)
-_make_position = maker(Position)
+# Constructors without the frozen __init__ (frozen.py), for values checked already: what
+# from_wire read, and what capture decoded from the binlog.
+make_change = maker(Change)  # all 8 fields, in order
+make_transaction = maker(Transaction)
 
 
 def _transaction_fields(data: Any) -> tuple[Position, float, list[Any]]:
@@ -422,7 +423,7 @@ def _position(data: Any) -> Position:
             and (gtid is None or (type(gtid) is str and len(gtid) <= _MAX_GTID))
         ):
             file_number(file)  # the file name's checks
-            return _make_position(file, offset, gtid, "file")
+            return make_position(file, offset, gtid, "file")
     elif type(data) is list and len(data) == 4 and data[3] == "gtid":
         file, offset, state, _scheme = data
         if (
@@ -432,7 +433,7 @@ def _position(data: Any) -> Position:
             and 0 <= offset < _OFFSET_LIMIT
             and type(state) is str
         ):
-            position = _make_position(file, offset, state, "gtid")
+            position = make_position(file, offset, state, "gtid")
             position.key  # noqa: B018 - the state's checks (cached: the key is asked again)
             return position
     return Position.from_wire(data)

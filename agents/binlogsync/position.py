@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from functools import lru_cache, total_ordering
 
 from .errors import ProtocolError
+from .frozen import maker
 
 _FILE_NUMBER = re.compile(r"\.(\d+)$")
 _OFFSET_BITS = 40
@@ -242,6 +243,11 @@ class Position:
                 "write a GTID state like 0-1-100 (MariaDB) or binlog.000003:1234",
             )
         return cls.from_json({"file": file, "offset": int(offset), "gtid": None})
+
+
+# Position(file, offset, gtid, scheme) without the frozen __init__ (frozen.py), for values
+# checked already: what the wire carried, and where capture is in the binlog.
+make_position = maker(Position)
 
 
 def comparable(a: Position | None, b: Position | None) -> bool:

@@ -82,8 +82,8 @@ from ..ddl import (
     table_renames,
 )
 from ..errors import CaptureHalted, PreflightError, UnreachableError
-from ..model import Change, ChangeKind, Part, Row, Transaction
-from ..position import GtidState, Position, state_text
+from ..model import Change, ChangeKind, Part, Row, Transaction, make_change, make_transaction
+from ..position import GtidState, Position, make_position, state_text
 from ..tabledef import describe
 from ..tables import TableFilter
 from .events import EventSource, RawGtid, RawRows, RawXid
@@ -281,9 +281,9 @@ class BinlogReader:
     # -- groups ----------------------------------------------------------------------------
     def _new_group(self, event: Any, gtid: str | None = None, needs_commit: bool = True) -> _Group:
         if self.by_gtid:  # the state before it: below its end, above what came before
-            begin = Position(self._file, max(4, _start_of(event)), self._state_text, "gtid")
+            begin = make_position(self._file, max(4, _start_of(event)), self._state_text, "gtid")
         else:
-            begin = Position(self._file, max(4, _start_of(event)), gtid)
+            begin = make_position(self._file, max(4, _start_of(event)), gtid, "file")
         return _Group(begin, gtid, needs_commit)
 
     def _end(self, group: _Group, event: Any) -> Position:
@@ -317,7 +317,7 @@ class BinlogReader:
         stream = self._stream
         if stream is not None:
             stream.auto_position = text  # a reconnect of the library's own resumes here
-        return Position(self._file, event.packet.log_pos, text, "gtid")
+        return make_position(self._file, event.packet.log_pos, text, "gtid")
 
     def _where(self, event: Any) -> str:
         return f"{self._file}:{_start_of(event)}"
@@ -360,7 +360,7 @@ class BinlogReader:
             return Part(
                 group.begin, group.parts + 1, True, changes, position, float(event.timestamp)
             )
-        return Transaction(position, float(event.timestamp), changes)
+        return make_transaction(position, float(event.timestamp), changes)
 
     def _cut(self, group: _Group) -> Part | None:
         if group.own or (group.rows < self.part_rows and group.size < self.part_bytes):
@@ -441,8 +441,15 @@ class BinlogReader:
         """A Rows event events.py read and decoded (if its table is routed)."""
         if not self._takes_rows(event, group):
             return None
-        change = Change(
-            event.kind, event.schema, event.table, event.columns, event.before, event.after
+        change = make_change(
+            event.kind,
+            event.schema,
+            event.table,
+            event.columns,
+            event.before,
+            event.after,
+            "",
+            None,
         )
         return self._append(group, change, event.event_size)
 

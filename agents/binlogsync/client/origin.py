@@ -35,6 +35,7 @@ from ..capture.reader import BinlogReader
 from ..codec import pack
 from ..config import OriginConfig
 from ..errors import BinlogsyncError, CaptureHalted, PreflightError
+from ..frozen import maker
 from ..metrics import ClientMetrics
 from ..model import Part, Transaction
 from ..position import Position
@@ -59,6 +60,9 @@ class Captured:
     # (schema, table, Table_map body) in force from this item on: new to this run or
     # changed by DDL (BATCH `maps`, for the hub's binlog service)
     maps: tuple[tuple[str, str, bytes], ...] = ()
+
+
+_make_captured = maker(Captured)  # one per transaction captured (frozen.py)
 
 
 class Capture(RunLoop):
@@ -110,7 +114,7 @@ class Capture(RunLoop):
                         raise _too_large(item, len(body), role.max_message_bytes, position)
                     last = item.position if isinstance(item, Transaction) else item.end
                     maps = tuple(self.reader.take_maps())
-                    if not role.put(Captured(self.generation, last, body, maps), self):
+                    if not role.put(_make_captured(self.generation, last, body, maps), self):
                         return 0
                     if last is not None:
                         position = last

@@ -95,6 +95,23 @@ def tls_options(
     )
 
 
+def kill_session(conn: Any, session: int, timeout: float = 10.0) -> None:
+    """KILL the server session `session` through `conn` (another session), and wait until the
+    server has ended it (it is gone from the process list: its socket is closed)."""
+    deadline = time.monotonic() + timeout
+    with conn.cursor() as cur:
+        cur.execute(f"KILL {int(session)}")
+        while True:
+            cur.execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s", (session,)
+            )
+            if cur.fetchone()[0] == 0:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"session {session} still listed {timeout} s after KILL")
+            time.sleep(0.01)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -32,8 +32,7 @@ from binlogsync.errors import (
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
 from binlogsync.zerodate import ZeroDate
-from binlogsync_dev.localsite import wait_until
-from binlogsync_dev.sandbox import Sandbox, Server, free_port
+from binlogsync_dev.sandbox import Sandbox, Server, free_port, kill_session
 
 pytestmark = pytest.mark.integration
 
@@ -780,12 +779,7 @@ def test_a_connection_in_use_is_checked_without_a_round_trip(
     first = applier.connection_id
     assert first is not None
     assert pings == []
-    q(conn, f"KILL {first}")
-    wait_until(
-        lambda: not q(conn, f"SELECT 1 FROM information_schema.PROCESSLIST WHERE ID = {first}"),
-        10,
-        what="the killed session's end",
-    )
+    kill_session(conn, first)
     assert applier.apply([txn(4, ins(dbname, "k", "id", (4,)))]) == pos(4)
     assert applier.connection_id != first
     assert q(conn, "SELECT COUNT(*) FROM k") == [(4,)]

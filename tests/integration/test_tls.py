@@ -24,10 +24,9 @@ from binlogsync.config import DatabaseSettings, PostgresSettings
 from binlogsync.errors import DatabaseError, TlsError, UnreachableError
 from binlogsync.reconcile import postgres as pg_reconcile
 from binlogsync_dev.certs import Authority, Pair
-from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.redis_sandbox import RedisServer
-from binlogsync_dev.sandbox import Sandbox, Server, tls_options
+from binlogsync_dev.sandbox import Sandbox, Server, kill_session, tls_options
 
 pytestmark = pytest.mark.integration
 
@@ -135,15 +134,7 @@ def test_a_tls_session_the_server_ended_is_seen_from_its_socket(tls_mariadb: Ser
             cur.execute("SELECT CONNECTION_ID()")
             session = cur.fetchone()[0]
         assert mysql.still_open(conn)
-        with admin.cursor() as cur:
-            cur.execute(f"KILL {int(session)}")
-
-            def gone() -> bool:
-                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = %s",
-                            (session,))  # fmt: skip
-                return cur.fetchone()[0] == 0
-
-            wait_until(gone, 10, what="the killed session's end")
+        kill_session(admin, session)
         assert not mysql.still_open(conn)
     finally:
         mysql.close(conn)

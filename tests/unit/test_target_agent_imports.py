@@ -16,7 +16,7 @@ pytestmark = pytest.mark.unit
 AGENTS = Path(__file__).resolve().parents[2] / "agents"
 PROGRAM = """
 import sys
-from binlogsync.cli import cmd_client  # noqa: what `binlogsync client` runs
+from binlogsync.cli import cmd_client  # what `binlogsync client` runs
 from binlogsync.client.agent import ClientAgent
 from binlogsync.config import ClientConfig, DatabaseSettings, OriginConfig, TargetConfig
 agent = ClientAgent(ClientConfig("t", "tcp://127.0.0.1:1", target=TargetConfig(DatabaseSettings())))

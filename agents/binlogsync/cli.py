@@ -31,21 +31,23 @@ def _logging(level: str) -> None:
 def cmd_server(args: argparse.Namespace) -> int:
     from .config import load_hub
     from .hub.server import Hub
-    from .runloop import stop_on_signals
+    from .runloop import settle_heap, stop_on_signals
 
     hub = Hub(load_hub(args.config))
     stop_on_signals(hub.stop)
+    settle_heap()
     return hub.run()
 
 
 def cmd_client(args: argparse.Namespace) -> int:
     from .client.agent import ClientAgent
     from .config import load_client
-    from .runloop import stop_on_signals
+    from .runloop import settle_heap, stop_on_signals
 
     agent = ClientAgent(load_client(args.config))
     agent.preflight()
     stop_on_signals(agent.stop)
+    settle_heap()
     return agent.run()
 
 

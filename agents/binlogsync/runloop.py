@@ -13,6 +13,7 @@ half-written (and what is half-done is safe anyway: see DESIGN.md).
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 import threading
@@ -73,6 +74,18 @@ def stop_on_signals(stop: Callable[[], None]) -> None:
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+def settle_heap() -> None:
+    """Set aside everything start-up made (modules, configuration, connections) from the
+    garbage collector's scans, as a long-running program should once it is ready: CPython's
+    full collection walks every live container, and a target draining a backlog holds
+    thousands of decoded transactions at a time, which start such collections over and over.
+    Measured on drains of 57-65k sysbench transactions: the target agent's collector took
+    0.49-0.59 s of its 2.8-3.1 s of CPU before, 0.22 s after. Garbage made at start-up is
+    collected first."""
+    gc.collect()
+    gc.freeze()
 
 
 class Backoff:

@@ -17,7 +17,8 @@ import gc
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 log = logging.getLogger("binlogsync")
@@ -86,6 +87,22 @@ def settle_heap() -> None:
     collected first."""
     gc.collect()
     gc.freeze()
+
+
+@contextmanager
+def collection_deferred() -> Iterator[None]:
+    """No automatic garbage collection while one unit of work runs (a group of transactions, a
+    part of a large one). The unit's objects (decoded transactions, rows) live until it ends
+    and are then freed by reference counting; collections meanwhile would only walk them
+    again and again (a target spent 14 % of its CPU in the collector on a 1M-row transaction,
+    and 8 % draining a backlog). Cycles made meanwhile wait for the next collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Backoff:

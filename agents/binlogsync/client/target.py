@@ -25,6 +25,7 @@ before a re-send — is dropped, so nothing is ever applied across a gap.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import queue
@@ -45,7 +46,7 @@ from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
 from ..model import ROW_KINDS, Part, Transaction, body_from_wire
 from ..position import Position
-from ..runloop import Backoff, RunLoop
+from ..runloop import Backoff, RunLoop, collection_deferred
 
 log = logging.getLogger("binlogsync.target")
 
@@ -220,7 +221,10 @@ class ApplyWorker(RunLoop):
 
     def _back_off(self, delay: float) -> None:
         """Wait `delay` seconds before the next attempt, less when asked to stop or when a
-        repair arrives (it goes before the next attempt: `_apply`)."""
+        repair arrives (it goes before the next attempt: `_apply`). What the failed attempt
+        left in cycles (an exception's frames) is collected first: collection is deferred
+        while a group runs (`run`), and a group may fail for hours."""
+        gc.collect()
         deadline = time.monotonic() + delay
         while not self.stop_event.wait(min(0.2, max(0.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline or self._repair_queued():
@@ -265,12 +269,13 @@ class ApplyWorker(RunLoop):
             self.pending_since = min((d.ts for d in group if d.ts), default=None)
             generation = self.generation
             try:
-                if group[0].repair:
-                    self._repairs(group[0])
-                elif group[0].part:
-                    self._part(group[0])
-                else:
-                    self._apply(group, generation)
+                with collection_deferred():
+                    if group[0].repair:
+                        self._repairs(group[0])
+                    elif group[0].part:
+                        self._part(group[0])
+                    else:
+                        self._apply(group, generation)
             except ProtocolError as exc:
                 log.warning("dropped a malformed delivery of %s: %s", self.origin, exc)
                 self._failed(group[-1], exc, None, resend=True)

@@ -91,11 +91,12 @@ def settle_heap() -> None:
 
 @contextmanager
 def collection_deferred() -> Iterator[None]:
-    """No automatic garbage collection while one unit of work runs (a group of transactions, a
-    part of a large one). The unit's objects (decoded transactions, rows) live until it ends
-    and are then freed by reference counting; collections meanwhile would only walk them
-    again and again (a target spent 14 % of its CPU in the collector on a 1M-row transaction,
-    and 8 % draining a backlog). Cycles made meanwhile wait for the next collection."""
+    """No automatic garbage collection while one unit of work runs (a target's group of
+    transactions or part of a large one, a turn of the hub). The unit's objects (decoded
+    transactions, rows) live until it ends and are then freed by reference counting;
+    collections meanwhile would only walk them again and again (a target spent 14 % of its
+    CPU in the collector on a 1M-row transaction, and 8 % draining a backlog). Cycles made
+    meanwhile wait for the next collection."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -3,6 +3,7 @@ refusing what it must refuse."""
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,27 @@ def test_batches_are_acknowledged_after_storing_and_duplicates_dropped(tmp_path:
         assert h.hub.log.log_rows("o1") == 7
         assert h.hub.log.head("o1") == tx(7).position
         origin.close()
+
+
+def test_a_turn_runs_with_collection_deferred(tmp_path: Path) -> None:
+    """What a turn decodes to check the bodies is freed when the turn ends: the collector
+    does not walk it meanwhile (runloop.collection_deferred), and is back on after."""
+    with HubThread(tmp_path) as h:
+        enabled: list[bool] = []
+        handle = h.hub.handle
+
+        def turn(received: list[list[Any]]) -> None:
+            enabled.append(gc.isenabled())
+            handle(received)
+
+        h.hub.handle = turn  # type: ignore[method-assign]
+        origin = Peer(h.endpoint)
+        origin.hello("o1", ["origin"], start=START)
+        origin.batch("o1", 1, [body(tx(i)) for i in range(1, 6)])
+        assert origin.recv(kind=frames.ACK).header["upto"] == tx(5).position
+        origin.close()
+    assert enabled and not any(enabled)
+    assert gc.isenabled()
 
 
 def test_delivery_in_order_within_window_and_cursor_moves_on_applied(tmp_path: Path) -> None:

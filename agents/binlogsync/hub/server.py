@@ -34,7 +34,7 @@ from zmq.utils.monitor import recv_monitor_message
 from ..config import MIN_MESSAGE_BYTES, HubConfig
 from ..errors import ProtocolError, TransportError
 from ..metrics import HubMetrics, serve
-from ..runloop import RunLoop
+from ..runloop import RunLoop, collection_deferred
 from ..transport import curve, frames, sockets
 from ..transport.frames import Message
 from ..transport.limits import FRAME_ROOM
@@ -232,7 +232,9 @@ class Hub(RunLoop):
                 received.append(sock.recv_multipart(sockets.NOBLOCK, copy=copy))
             except zmq.Again:
                 break
-        self.handle(received)
+        # What a turn decodes to check the bodies is gone when it ends (runloop.py)
+        with collection_deferred():
+            self.handle(received)
         return behind
 
     def handle(self, received: list[list[Any]]) -> None:

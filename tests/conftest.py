@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +53,15 @@ def origin(sandbox: Sandbox) -> Server:
 @pytest.fixture(scope="session")
 def target(sandbox: Sandbox) -> Server:
     return sandbox.start("target", 2)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder of the test's own whose path is short (a Unix socket's path has at most 107
+    bytes, and pytest's tmp_path is longer), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="bls-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,11 @@ class Chameleon:
         )  # fmt: skip
         log.close()
 
+    def remove(self) -> None:
+        """Stop it and remove its folder (kept only where a message points to it)."""
+        self.stop()
+        shutil.rmtree(self.home, ignore_errors=True)
+
     def stop(self) -> None:
         if self.proc is not None:
             self.run("stop_replica", "--source", "mysql", timeout=120)
@@ -223,6 +229,7 @@ def run(root: Path, single: int, batches: int, chameleon_venv: Path) -> list[Res
             cham = Chameleon(binary, origin, pg, [c[1] for c in cases])
             why = cham.init()
             if why:
+                cham.remove()
                 cham = None
         hub = str(site.agents["hub"].config)
         # Both backlogs are written while both replicas are stopped; each then catches up once,
@@ -264,7 +271,9 @@ def run(root: Path, single: int, batches: int, chameleon_venv: Path) -> list[Res
                     mark = now
             except TimeoutError as exc:
                 why = f"{exc}; see {cham.home}"
-            finally:
+                cham.stop()
+                cham = None  # its folder is kept: the message points to it
+            else:
                 cham.stop()
         for i, (_case, _table, count, rows) in enumerate(cases):
             results.append(Result(f"{count:,} x {rows}-row transactions", count, count * rows,
@@ -277,7 +286,7 @@ def run(root: Path, single: int, batches: int, chameleon_venv: Path) -> list[Res
         return results
     finally:
         if cham is not None:
-            cham.stop()
+            cham.remove()
         if site is not None:
             site.stop()
         box.stop_all()

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,8 +18,10 @@ AGENTS = str(Path(__file__).resolve().parents[2] / "agents")  # this tree's code
 
 @pytest.mark.parametrize("hubs", [1, 2])
 @pytest.mark.timeout(300)
-def test_bench_fleet_delivers_everything_on_one_hub_and_split_over_two(hubs: int) -> None:
-    tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))
+def test_bench_fleet_delivers_everything_on_one_hub_and_split_over_two(
+    hubs: int, short_tmp: Path
+) -> None:
+    tmp_path = short_tmp
     png = tmp_path / "fleet.png"
     result = subprocess.run(
         [sys.executable, "-m", "binlogsync_dev", "bench", "fleet", "--origins", "6",

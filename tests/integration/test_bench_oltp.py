@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -40,8 +39,8 @@ FIGURES = {
 
 
 @pytest.mark.timeout(600)
-def test_bench_oltp_reports_every_figure_and_draws_the_lag_curves() -> None:
-    tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
+def test_bench_oltp_reports_every_figure_and_draws_the_lag_curves(short_tmp: Path) -> None:
+    tmp_path = short_tmp
     png = tmp_path / "lag.png"
     result = subprocess.run(
         [

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -49,9 +48,9 @@ def mydumper() -> str:
 
 
 @pytest.mark.timeout(600)
-def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper() -> None:
+def test_bench_seed_times_our_seed_beside_mariadb_dump_and_mydumper(short_tmp: Path) -> None:
     mydumper()
-    tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
+    tmp_path = short_tmp
     stdout = run_alone(
         [sys.executable, "-m", "binlogsync_dev", "bench", "seed", "--sizes", "20000",
          "--runs", "2", "--parallel", "2", "--json", "--dir", str(tmp_path)],

@@ -4,11 +4,9 @@ one line naming the key and exit code 2, never a traceback or a silent hang."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -111,10 +109,10 @@ def test_hub_whose_port_is_taken_exits_2_naming_hub_bind(tmp_path: Path) -> None
     assert "hub.bind" in line and str(port) in line and "free port" in line
 
 
-def test_sigterm_to_a_benchmark_stops_the_servers_and_agents_it_started() -> None:
+def test_sigterm_to_a_benchmark_stops_the_servers_and_agents_it_started(short_tmp: Path) -> None:
     """`./dev bench` and `./dev demo` (binlogsync_dev) start servers and agents; a SIGTERM (Ctrl-C in CI, a
     timeout) must not leave them running."""
-    tmp_path = Path(tempfile.mkdtemp(prefix="bls-"))  # short: a socket path has 107 bytes
+    tmp_path = short_tmp
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -161,4 +159,3 @@ def test_sigterm_to_a_benchmark_stops_the_servers_and_agents_it_started() -> Non
             proc.communicate()
         for pid in ours():
             os.kill(int(pid), 9)
-        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,6 +1,6 @@
 """The hub and the agents set their start-up heap aside from the garbage collector before
-they start work (runloop.settle_heap): a target draining a backlog otherwise spent a sixth of
-its CPU walking the modules' objects in full collections."""
+they start work (runloop.settle_heap): a target draining a backlog spent a sixth of its CPU in
+the collector before, most of it walking the modules' objects in full collections."""
 
 from __future__ import annotations
 

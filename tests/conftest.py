@@ -14,22 +14,6 @@ import pytest
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Sandbox, Server
 
-# The kinds of test whose files take minutes (a Docker engine building images, an Airflow
-# standalone, agents as processes), in the order they start. `./dev test` hands files to its two
-# workers in collection order (`--no-loadscope-reorder`): the long ones first, each on a worker
-# of its own, and the many short ones fill in after, instead of one long file running alone at
-# the end while the other worker has nothing left.
-SLOW_FIRST = ("deploy", "airflow", "e2e")
-TESTS = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def kind(item: pytest.Item) -> int:
-        folder = item.path.relative_to(TESTS).parts[0]
-        return SLOW_FIRST.index(folder) if folder in SLOW_FIRST else len(SLOW_FIRST)
-
-    items.sort(key=kind)  # stable: every file's tests stay together and in their order
-
 
 @pytest.fixture(autouse=True)
 def _close_peers() -> Iterator[None]:

@@ -273,8 +273,6 @@ def run(root: Path, single: int, batches: int, chameleon_venv: Path) -> list[Res
                 why = f"{exc}; see {cham.home}"
                 cham.stop()
                 cham = None  # its folder is kept: the message points to it
-            else:
-                cham.stop()
         for i, (_case, _table, count, rows) in enumerate(cases):
             results.append(Result(f"{count:,} x {rows}-row transactions", count, count * rows,
                                   ours[i], theirs[i], why))  # fmt: skip

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
 import shutil
@@ -49,6 +48,7 @@ from binlogsync.seed.progress import Progress
 from binlogsync.seed.run import SeedOptions, seed
 
 from .localsite import LocalSite, wait_until
+from .oltp_bench import cpu_seconds
 from .paper_timing import machine
 from .sandbox import Sandbox, Server
 from .verify import caught_up, origin_gtid
@@ -72,7 +72,6 @@ FILL = (
 )
 
 
-TICKS = os.sysconf("SC_CLK_TCK")
 # The seed runs in this process, beside the bench's writer (a thread) and the tools' children.
 THIS_PROCESS = "this process (the seed, the writer)"
 
@@ -89,8 +88,7 @@ class CpuMeter:
     def _parts(self) -> dict[str, float]:
         parts = {}
         for name, pid in zip(self.names, self.pids, strict=True):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            parts[name] = (int(fields[11]) + int(fields[12])) / TICKS
+            parts[name] = cpu_seconds(pid)
         own = 0.0
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
             usage = resource.getrusage(who)
@@ -277,8 +275,7 @@ def _run_unless_hung(
         why = ""
         while proc.poll() is None:
             now = time.monotonic()
-            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            spent = int(fields[11]) + int(fields[12])
+            spent = cpu_seconds(proc.pid)
             if spent != cpu:
                 cpu, cpu_moved = spent, now
             if now - began > limit:

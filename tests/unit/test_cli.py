@@ -200,12 +200,16 @@ def _executable(path: Path, text: str) -> None:
 
 def test_dev_binlogsync_runs_in_the_callers_folder(tmp_path: Path) -> None:
     # A copy of ./dev in a fake checkout whose .venv is already installed (stamp newer than
-    # pyproject.toml), so it installs nothing; its `binlogsync` runs this tree's code.
+    # pyproject.toml, every package findable), so it installs nothing; its `binlogsync` runs
+    # this tree's code. It compiles the checkout's modules (an editable install leaves them as
+    # source), also where PYTHONDONTWRITEBYTECODE would keep Python from ever writing them.
     repo, caller, stubs = tmp_path / "repo", tmp_path / "caller", tmp_path / "stubs"
     _executable(repo / "dev", (Path(AGENTS).parent / "dev").read_text())
     (repo / "pyproject.toml").write_text("")
     os.utime(repo / "pyproject.toml", (1_000_000_000, 1_000_000_000))
-    _executable(repo / ".venv" / "bin" / "python", "#!/bin/sh\nexit 0\n")
+    _executable(repo / ".venv" / "bin" / "python", f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (repo / "agents" / "probe").mkdir(parents=True)
+    (repo / "agents" / "probe" / "__init__.py").write_text("VALUE = 1\n")
     _executable(
         repo / ".venv" / "bin" / "binlogsync",
         f'#!/bin/sh\nPYTHONPATH="{AGENTS}" exec "{sys.executable}" -m binlogsync.cli "$@"\n',
@@ -220,10 +224,11 @@ def test_dev_binlogsync_runs_in_the_callers_folder(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}"},
+        env={**os.environ, "PATH": f"{stubs}:{os.environ['PATH']}", "PYTHONDONTWRITEBYTECODE": "1"},
     )
     assert result.returncode == 0, result.stderr
     assert (caller / "k" / "x.key").exists() and not (repo / "k").exists()
+    assert list((repo / "agents" / "probe" / "__pycache__").glob("__init__.*.pyc"))
 
 
 def test_sandbox_remove_data_keeps_the_logs(tmp_path: Path) -> None:

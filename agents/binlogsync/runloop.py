@@ -96,14 +96,29 @@ def collection_deferred() -> Iterator[None]:
     transactions, rows) live until it ends and are then freed by reference counting;
     collections meanwhile would only walk them again and again (a target spent 14 % of its
     CPU in the collector on a 1M-row transaction, and 8 % draining a backlog). Cycles made
-    meanwhile wait for the next collection."""
-    enabled = gc.isenabled()
-    gc.disable()
+    meanwhile wait for the next collection.
+
+    The collector is the process's, and units on several threads overlap (a target's apply
+    worker per origin): it is off from the first of them until the last one ends, not back on
+    when the first ends while others still run."""
+    global _deferring, _enabled_before
+    with _deferring_lock:
+        if _deferring == 0:
+            _enabled_before = gc.isenabled()
+            gc.disable()
+        _deferring += 1
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        with _deferring_lock:
+            _deferring -= 1
+            if _deferring == 0 and _enabled_before:
+                gc.enable()
+
+
+_deferring = 0  # units running now with collection deferred
+_enabled_before = True  # whether the collector was on when the first of them began
+_deferring_lock = threading.Lock()
 
 
 class Backoff:

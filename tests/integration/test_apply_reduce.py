@@ -527,3 +527,31 @@ def test_the_sysbench_workload_goes_in_a_handful_of_statements(
     # transaction on this workload.
     assert counts[False][0] > transactions
     assert counts[False][1] >= counts[False][0]
+
+
+def test_one_table_name_in_two_schemas_is_keyed_by_each_schemas_own_key(
+    conn: pymysql.Connection,
+    dbname: str,
+    settings: DatabaseSettings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The reduce asks how a table is keyed once and keeps the answer for the group; `kv` in the
+    # second database has the same columns but another key (v, not id), and must not be
+    # reduced by the first one's: there its two rows share an id and are still two rows.
+    caplog.set_level(logging.WARNING, "binlogsync.apply")
+    other = f"{dbname}_u"
+    q(conn, f"CREATE TABLE `{dbname}`.kv (id INT PRIMARY KEY, v INT, s VARCHAR(20))")
+    q(conn, f"CREATE TABLE `{other}`.kv (id INT, v INT PRIMARY KEY, s VARCHAR(20))")
+    q(conn, f"INSERT INTO `{other}`.kv VALUES (1, 10, 'a'), (1, 20, 'b')")
+    columns = ("id", "v", "s")
+    group = [
+        txn(1, Change("insert", dbname, "kv", columns, (), ((1, 10, "x"),))),
+        txn(2, Change("update", other, "kv", columns, ((1, 10, "a"),), ((1, 10, "A"),))),
+        txn(3, Change("update", other, "kv", columns, ((1, 20, "b"),), ((1, 20, "B"),))),
+        txn(4, Change("update", dbname, "kv", columns, ((1, 10, "x"),), ((1, 11, "y"),))),
+    ]
+    with Recording(settings, f"r-{dbname}") as applier:
+        assert applier.apply(group) == pos(4)
+    assert fallbacks(caplog) == []
+    assert dump(conn, dbname, "kv") == [(1, 11, "y")]
+    assert dump(conn, other, "kv") == [(1, 10, "A"), (1, 20, "B")]

@@ -47,7 +47,7 @@ from ..engines.base import (
 from ..errors import ApplyError, ConfigError, SchemaMismatchError
 from ..model import ROW_KINDS, Change, Part, Transaction
 from ..position import Position, comparable
-from .reduce import NotReducible, Reducer
+from .reduce import KeyPlan, NotReducible, Reducer
 
 log = logging.getLogger("binlogsync.apply")
 
@@ -545,19 +545,34 @@ class Target:
         """The net change of `transactions` (reduce.py), or None: apply them unreduced.
 
         Asks the engine how each table is keyed (as the unreduced path would, in the same
-        order) and runs no statement, so the caller can still choose either path.
+        order) and runs no statement, so the caller can still choose either path. The answer
+        for a table and its columns holds for the whole group (a DDL change ends reducing), so
+        it is asked again only when a table comes with other columns, not for every change (a
+        backlog's group holds thousands of changes to a few tables).
         """
         reducer = Reducer()
         out: list[Change] = []
+        # table → (schema, columns, plan) last asked for it
+        plans: dict[str, tuple[str, tuple[str, ...], KeyPlan]] = {}
         try:
             for transaction in transactions:
                 position = transaction.position
                 for change in transaction.changes:
                     kind = change.kind
                     if kind in ROW_KINDS:
-                        plan = session.plan(change, position)
-                        if plan is None:
-                            return None
+                        known = plans.get(change.table)
+                        if (
+                            known is not None
+                            and known[0] == change.schema
+                            and known[1] == change.columns
+                        ):
+                            plan = known[2]
+                        else:
+                            found = session.plan(change, position)
+                            if found is None:
+                                return None
+                            plan = found
+                            plans[change.table] = (change.schema, change.columns, plan)
                         reducer.add(change, plan)
                     elif kind == "truncate":
                         out.extend(reducer.flush())

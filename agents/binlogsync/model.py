@@ -122,6 +122,28 @@ class Change:
 
     @classmethod
     def from_wire(cls, data: Any) -> Change:
+        if type(data) is list and len(data) == 7:
+            # The usual change (rows as lists, no definition) checked and built in one pass;
+            # anything else, or anything wrong, takes the full checks below and their errors.
+            kind, schema, table, columns, before, after, statement = data
+            if (
+                kind in ROW_KINDS
+                and type(schema) is str
+                and type(table) is str
+                and type(statement) is str
+                and type(columns) is list
+                and _STR.issuperset(map(type, columns))
+            ):
+                width = len(columns)
+                old, new = _rows(before, width), _rows(after, width)
+                if (
+                    old is not None
+                    and new is not None
+                    and (kind != "update" or len(old) == len(new))
+                ):
+                    return make_change(
+                        kind, schema, table, tuple(columns), old, new, statement, None
+                    )
         text = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
         return make_change(
@@ -239,6 +261,22 @@ def _check_definition(kind: Any, schema: Any, table: Any, definition: Any) -> No
         raise ProtocolError(f"a malformed table definition: {exc.message}") from exc
     if (parsed.schema, parsed.table) != (schema, table):
         raise ProtocolError("a table definition about another table than its change")
+
+
+def _rows(image: Any, width: int) -> tuple[Row, ...] | None:
+    """`image` as a tuple of row tuples when `_rows_fit` accepts it, else None."""
+    if type(image) is not list:
+        return None
+    if len(image) <= _FEW_ROWS:
+        rows = []
+        for row in image:
+            if type(row) is not list or len(row) != width:
+                return None
+            if not VALUE_TYPES.issuperset(map(type, row)):
+                return None
+            rows.append(tuple(row))
+        return tuple(rows)
+    return tuple(map(tuple, image)) if _rows_fit(image, width) else None
 
 
 def _rows_fit(image: Any, width: int) -> bool:

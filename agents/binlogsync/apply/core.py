@@ -561,19 +561,12 @@ class Target:
                     kind = change.kind
                     if kind in ROW_KINDS:
                         known = plans.get(change.table)
-                        if (
-                            known is not None
-                            and known[0] == change.schema
-                            and known[1] == change.columns
-                        ):
-                            plan = known[2]
-                        else:
-                            found = session.plan(change, position)
-                            if found is None:
+                        if known is None or known[0] != change.schema or known[1] != change.columns:
+                            plan = session.plan(change, position)
+                            if plan is None:
                                 return None
-                            plan = found
-                            plans[change.table] = (change.schema, change.columns, plan)
-                        reducer.add(change, plan)
+                            known = plans[change.table] = (change.schema, change.columns, plan)
+                        reducer.add(change, known[2])
                     elif kind == "truncate":
                         out.extend(reducer.flush())
                         out.append(change)

@@ -422,7 +422,7 @@ class ApplyWorker(RunLoop):
             )
         self.failures, self.failing_since = 0, None
         self.backoff.reset()
-        self.metrics.applied.labels(self.origin).inc(count)
+        self.metrics.applied_from(self.origin).inc(count)
 
     def _apply_before_failure(
         self, txs: list[Transaction], exc: BinlogsyncError

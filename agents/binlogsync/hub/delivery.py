@@ -386,7 +386,7 @@ class Delivery:
             return False
         cursor.sent(upto.key, size=size)
         cursor.sent_position = upto
-        self.metrics.delivered.labels(cursor.target, cursor.origin).inc(len(bodies))
+        self.metrics.delivered_to(cursor.target, cursor.origin).inc(len(bodies))
         return True
 
     def _send_parts(
@@ -473,7 +473,7 @@ class Delivery:
             return False
         cursor.sent(end.key if end is not None else cursor.sent_key, part=not last,
                     size=len(body))  # fmt: skip
-        self.metrics.delivered.labels(cursor.target, origin).inc(1 if last else 0)
+        self.metrics.delivered_to(cursor.target, origin).inc(1 if last else 0)
         return True
 
     def _routed_part(self, origin: str, target: str, body: bytes) -> bytes:

@@ -345,7 +345,7 @@ class Origins:
     def _acknowledge(
         self, name: str, pending: list[Pending], head: Position | None, fresh: int
     ) -> Position | None:
-        self.metrics.appended.labels(name).inc(fresh)
+        self.metrics.appended_by(name).inc(fresh)
         if head is None:
             return None
         if name in self.halted and fresh:

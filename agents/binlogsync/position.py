@@ -36,7 +36,7 @@ JSON form: `{"file": "binlog.000003", "offset": 1234, "gtid": "0-1-57"}` for the
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache, total_ordering
 
 from .errors import ProtocolError
@@ -143,6 +143,9 @@ class Position:
     offset: int
     gtid: str | None = None
     scheme: str = "file"  # "file" | "gtid" (see the module doc)
+    # `key`, once asked (-1 before): the hub asks a position's key a dozen times on its way
+    # through (a saturated hub spent 9 % of its time in `key`, `bench fleet`)
+    _key: int = field(default=-1, init=False, repr=False, compare=False)
 
     @property
     def by_gtid(self) -> bool:
@@ -150,9 +153,14 @@ class Position:
 
     @property
     def key(self) -> int:
-        if self.scheme == "gtid":
-            return _gtid_key(self.gtid or "")
-        return (file_number(self.file) << _OFFSET_BITS) | self.offset
+        key = self._key
+        if key < 0:
+            if self.scheme == "gtid":
+                key = _gtid_key(self.gtid or "")
+            else:
+                key = (file_number(self.file) << _OFFSET_BITS) | self.offset
+            object.__setattr__(self, "_key", key)
+        return key
 
     @property
     def state(self) -> GtidState:

@@ -309,8 +309,9 @@ class HubLog:
         """The entries above `head_key`, in order (what `append` would store after it)."""
         fresh = []
         for entry in entries:
-            if entry.position.key > head_key:
-                head_key = entry.position.key
+            key = entry.position.key
+            if key > head_key:
+                head_key = key
                 fresh.append(entry)
         return fresh
 

@@ -36,7 +36,7 @@ from ..errors import BinlogsyncError, ConfigError, UnreachableError
 from ..metrics import ClientMetrics, serve
 from ..position import Position
 from ..runloop import Backoff, RunLoop
-from ..transport import frames, sockets
+from ..transport import frames
 from ..transport.link import HubLink
 from .target import TargetRole
 
@@ -275,8 +275,11 @@ class ClientAgent(RunLoop):
         self.metrics.hub_handshake_failures.set(self.link.handshake_failures)
 
     def _silence_wake(self) -> None:
-        while sockets.waiting(self.wake_pull):
-            self.wake_pull.recv(sockets.NOBLOCK)
+        while True:
+            try:
+                self.wake_pull.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
 
     # -- HELLO -----------------------------------------------------------------------------
     def _say_hello(self, now: float) -> None:

@@ -144,17 +144,16 @@ class HubLink:
         """Everything waiting on the socket; malformed messages are logged and dropped."""
         assert self.socket is not None
         messages: list[Message] = []
-        while sockets.waiting(self.socket):
+        while True:
             try:
-                parts = sockets.receive_bytes(self.socket)
+                parts = self.socket.recv_multipart(sockets.NOBLOCK)
             except zmq.Again:
-                break
+                return messages
             self.last_heard = time.monotonic()
             try:
                 messages.append(frames.decode(parts, self.config.max_message_bytes))
             except ProtocolError as exc:
                 log.warning("dropped a malformed message from the hub: %s", exc)
-        return messages
 
     def events(self) -> LinkChange:
         """Read the socket monitor: did a connection come up, did an established one drop?"""

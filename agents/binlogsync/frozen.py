@@ -5,10 +5,10 @@ A frozen dataclass's generated `__init__` stores each field through `object.__se
 transaction and the position of one sysbench transaction from the wire cost ~6 µs of the
 target's ~60 µs per transaction while it drains a backlog. `maker(cls)` returns a constructor
 that takes every field positionally and stores each through its slot, as `__init__` would,
-at about a third of the cost. It runs no `__post_init__` and applies no defaults: only for
-classes without one, called with every field, by code that has checked the values already.
-A field that `__init__` does not take (`init=False`, a cache such as `Position`'s key) gets
-its default, as `__init__` gives it.
+at about a third of the cost. It runs no `__post_init__` and takes every field `__init__`
+takes, defaults or not: only for classes without one, by code that has checked the values
+already. A field `__init__` does not take (`init=False`, a cache such as `Position`'s key)
+gets its default, as `__init__` gives it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ T = TypeVar("T")
 
 
 def maker(cls: type[T]) -> Callable[..., T]:
-    """A positional constructor of the frozen slots dataclass `cls` (all fields, in order)."""
+    """A positional constructor of the frozen slots dataclass `cls` (the fields `__init__`
+    takes, all of them, in order)."""
     if hasattr(cls, "__post_init__") or "__slots__" not in cls.__dict__:
         raise TypeError(f"{cls.__name__} needs its __init__ (a __post_init__, or no slots)")
     every = fields(cls)  # type: ignore[arg-type]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client import CollectorRegistry, Counter
 
 from binlogsync.metrics import Labelled
 
+pytestmark = pytest.mark.unit
 
-def test_a_labelled_child_is_looked_up_once_and_counts():
+
+def test_a_labelled_child_is_looked_up_once_and_counts() -> None:
     registry = CollectorRegistry()
     counter = Counter("things", "things counted", ["target", "origin"], registry=registry)
     by_pair = Labelled(counter)

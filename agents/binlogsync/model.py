@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 from . import rowtext
 from .errors import ProtocolError
 from .frozen import maker
-from .position import Position, file_number, make_position
+from .position import Position, file_number, gtid_position, make_position
 from .rowtext import TextRows
 from .tabledef import TableDef, TableDefError
 from .zerodate import ZeroDate
@@ -464,16 +464,10 @@ def _position(data: Any) -> Position:
             return make_position(file, offset, gtid, "file")
     elif type(data) is list and len(data) == 4 and data[3] == "gtid":
         file, offset, state, _scheme = data
-        if (
-            type(file) is str
-            and len(file) <= _MAX_GTID
-            and type(offset) is int
-            and 0 <= offset < _OFFSET_LIMIT
-            and type(state) is str
-        ):
-            position = make_position(file, offset, state, "gtid")
-            position.key  # noqa: B018 - the state's checks (cached: the key is asked again)
-            return position
+        if type(file) is str and type(offset) is int and type(state) is str:
+            position = gtid_position(file, offset, state)
+            if position is not None:
+                return position
     return Position.from_wire(data)
 
 

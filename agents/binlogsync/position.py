@@ -258,6 +258,18 @@ class Position:
 make_position = maker(Position)
 
 
+def gtid_position(file: str, offset: int, state: str) -> Position | None:
+    """A GTID position of a str, an int and a str, built through its slots when it passes
+    `from_json`'s checks; its key is computed (the state's checks, ProtocolError as
+    `from_json`'s) and kept. None: let `from_json` name what is wrong. For the hot paths: a
+    target reads one per transaction off the wire (model.py), the hub one per stored entry."""
+    if len(file) > _MAX_FILE_NAME or not 0 <= offset < 1 << _OFFSET_BITS:
+        return None
+    position = make_position(file, offset, state, "gtid")
+    position.key  # noqa: B018 - the state's checks, and the key every hop asks again
+    return position
+
+
 def comparable(a: Position | None, b: Position | None) -> bool:
     """False when `a` is a GTID position and `b` a file one: the only pair whose key order
     would be wrong (the way back from the GTID scheme). Either way round is fine otherwise."""

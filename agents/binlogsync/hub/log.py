@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..position import Position
+from ..frozen import maker
+from ..position import Position, gtid_position
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -123,6 +124,11 @@ class Entry:
     tables: Tables | None = None  # the (schema, table)s its changes touch, when known
 
 
+# Entry(...) through its slots (frozen.py): `read` makes one per stored transaction, 1,000 at
+# a time for a lagging target.
+make_entry = maker(Entry)
+
+
 @dataclass(frozen=True, slots=True)
 class StagedPart:
     """A part of a large transaction as it arrives (`end` is set on the last one)."""
@@ -171,9 +177,9 @@ def _pos(text: str) -> Position:
     stored = _GTID_TEXT.fullmatch(text)
     if stored is not None:
         file, offset, gtid = stored.groups()
-        return Position.from_json(
-            {"file": file, "offset": int(offset), "gtid": gtid, "scheme": "gtid"}
-        )
+        position = gtid_position(file, int(offset), gtid)
+        if position is not None:
+            return position
     return Position.from_json(json.loads(text))
 
 
@@ -556,7 +562,9 @@ class HubLog:
             "AND pos_key>? ORDER BY pos_key LIMIT ?",
             (origin, after_key, limit),
         ).fetchall()
-        return [Entry(_pos(p), ts, payload, n, b, tables_of(t)) for p, ts, payload, n, b, t in rows]
+        return [
+            make_entry(_pos(p), ts, payload, n, b, tables_of(t)) for p, ts, payload, n, b, t in rows
+        ]
 
     def part(self, origin: str, begin_key: int, number: int) -> tuple[bytes, Tables | None]:
         """A stored part's payload and the tables its changes touch."""

@@ -373,11 +373,11 @@ class OriginConfig:
 @dataclass(frozen=True)
 class TargetConfig:
     database: DatabaseSettings
-    # Three quarters of the hub's default window (8 DELIVERs of 1,000), so the hub keeps
-    # sending while a group applies; a draining target gets fewer, larger groups, and a group
-    # reduces more the larger it is (docs/benchmarks.md: sysbench's drain 15-25 % faster than
-    # with 2,000). A live stream's groups are what has arrived, a transaction or a few.
-    group_transactions: int = 6000
+    # Half the hub's default window (8 DELIVERs of 1,000 transactions): while a group applies,
+    # the hub sends the next one whole, so a draining target's groups are all this large, and a
+    # larger group reduces more and shares its fixed costs (docs/benchmarks.md). A live
+    # stream's groups are what has arrived, a transaction or a few.
+    group_transactions: int = 4000
     retry_initial: float = 0.5
     retry_max: float = 30.0
     # Follow the origin's schema changes (engines/mariadb/schemachange.py): off | additive | all.

@@ -83,7 +83,7 @@ def _groups(settings: DatabaseSettings, dbname: str, config: TargetConfig, count
 def test_queued_deliveries_make_one_group_up_to_group_transactions(
     table: DatabaseSettings, dbname: str
 ) -> None:
-    assert TargetConfig(database=table).group_transactions == 6000
+    assert TargetConfig(database=table).group_transactions == 4000
     assert _groups(table, dbname, TargetConfig(database=table), 5) == [15]
     # A delivery is taken whole: the group stops at the first delivery that reaches the count.
     config = TargetConfig(database=table, group_transactions=4)

@@ -75,8 +75,8 @@ class Delivery:
 _RESEND_AFTER = 5.0  # seconds without a usable delivery after dropping one
 # A group stops taking deliveries once their bodies reach this (so at most this plus one
 # DELIVER_BYTES): decoded, a group takes about 3.7 times its bytes in Python objects, and a
-# group of wide rows must not take a target agent's memory where 6,000 of sysbench's
-# transactions (1.3 kB each, 7.7 MiB) stay under it.
+# group of wide rows must not take a target agent's memory where 4,000 of sysbench's
+# transactions (1.3 kB each, 5.1 MiB) stay well under it.
 GROUP_BYTES = 16 * 1024 * 1024
 # Seconds the lanes' connections stay open after a seed's last chunk: a seed's chunks come
 # back to back, and one origin's idle lanes should not hold the target's connections for ever.

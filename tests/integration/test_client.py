@@ -422,7 +422,15 @@ def wait_applied(target: Server, origin_name: str, count: int, timeout: float = 
     assert found is not None and found.applied_transactions == count, found
 
 
+# InnoDB refreshes its information_schema view of transactions only when nobody has read it
+# for 100 ms: polled faster, the view stays as it was at the first poll for ever. A worker that
+# entered its lock wait after that poll was never seen (while PROCESSLIST showed its UPDATE
+# waiting), and the test polling every 5 ms failed in 3 of 28 runs on a loaded machine.
+INNODB_TRX_POLL = 0.15
+
+
 def lock_waits(server: Server) -> int:
+    """Transactions waiting for a lock; poll it at INNODB_TRX_POLL or slower."""
     with server.connect() as conn, conn.cursor() as cur:
         cur.execute(
             "SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'"
@@ -619,7 +627,12 @@ def test_deliveries_of_an_earlier_connection_are_not_applied_twice(
 
             worker = ta.target.workers[o]  # type: ignore[union-attr]
             wait_for(lambda: delivered(h) > 10, 10, "deliveries beyond the first 10")
-            wait_for(lambda: lock_waits(target), 10, "the worker waiting for the row lock")
+            wait_for(
+                lambda: lock_waits(target),
+                10,
+                "the worker waiting for the row lock",
+                every=INNODB_TRX_POLL,
+            )
             wait_for(lambda: worker.queue.qsize() > 0, 5, "deliveries queued behind the lock")
             h.__exit__()
             with restarted(h) as h2, LoopWatch(ta) as watch:
@@ -768,7 +781,12 @@ def test_closing_a_stuck_apply_worker_leaves_its_connection_alone(
                 )
             write(origin, dbname, range(5, 10))
             worker = ta.target.workers[o]  # type: ignore[union-attr]
-            wait_for(lambda: lock_waits(target), 30, "the worker waiting for the row lock")
+            wait_for(
+                lambda: lock_waits(target),
+                30,
+                "the worker waiting for the row lock",
+                every=INNODB_TRX_POLL,
+            )
             asked = time.monotonic()
             worker.close(timeout=0.2)
             assert time.monotonic() - asked < 1.0

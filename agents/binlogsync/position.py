@@ -209,10 +209,10 @@ class Position:
         if gtid is not None and (not isinstance(gtid, str) or len(gtid) > MAX_STATE):
             raise ProtocolError(f"malformed gtid in position {str(data)[:200]}")
         if scheme == "gtid":
-            if gtid is None or len(file) > _MAX_FILE_NAME:
+            position = None if gtid is None else gtid_position(file, offset, gtid)
+            if position is None:
                 raise ProtocolError(f"malformed GTID position {str(data)[:200]}")
-            _gtid_key(gtid)  # the state's checks
-            return cls(file, offset, gtid, "gtid")
+            return position
         file_number(file)
         return cls(file, offset, gtid)
 
@@ -259,10 +259,11 @@ make_position = maker(Position)
 
 
 def gtid_position(file: str, offset: int, state: str) -> Position | None:
-    """A GTID position of a str, an int and a str, built through its slots when it passes
-    `from_json`'s checks; its key is computed (the state's checks, ProtocolError as
-    `from_json`'s) and kept. None: let `from_json` name what is wrong. For the hot paths: a
-    target reads one per transaction off the wire (model.py), the hub one per stored entry."""
+    """A GTID position of a str, an int and a str, built through its slots; its key is
+    computed (the state's checks: ProtocolError) and kept. None: the file name or the offset
+    is out of range. `from_json` ends here; the hot paths come here directly, past the JSON
+    (a target reads a position per transaction off the wire, model.py; the hub one per stored
+    entry, hub/log.py) and fall back on `from_json` for its error."""
     if len(file) > _MAX_FILE_NAME or not 0 <= offset < 1 << _OFFSET_BITS:
         return None
     position = make_position(file, offset, state, "gtid")

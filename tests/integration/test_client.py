@@ -438,6 +438,14 @@ def lock_waits(server: Server) -> int:
         return int(cur.fetchone()[0])
 
 
+def wait_for_lock_wait(server: Server, timeout: float) -> None:
+    """Until a transaction on `server` (the apply worker) waits for a row lock."""
+    wait_for(
+        lambda: lock_waits(server), timeout, "the worker waiting for the row lock",
+        every=INNODB_TRX_POLL,
+    )  # fmt: skip
+
+
 def restarted(h: HubThread) -> HubThread:
     """A new hub on the same endpoint and data directory, with the same heartbeat."""
     return HubThread(
@@ -627,12 +635,7 @@ def test_deliveries_of_an_earlier_connection_are_not_applied_twice(
 
             worker = ta.target.workers[o]  # type: ignore[union-attr]
             wait_for(lambda: delivered(h) > 10, 10, "deliveries beyond the first 10")
-            wait_for(
-                lambda: lock_waits(target),
-                10,
-                "the worker waiting for the row lock",
-                every=INNODB_TRX_POLL,
-            )
+            wait_for_lock_wait(target, 10)
             wait_for(lambda: worker.queue.qsize() > 0, 5, "deliveries queued behind the lock")
             h.__exit__()
             with restarted(h) as h2, LoopWatch(ta) as watch:
@@ -781,12 +784,7 @@ def test_closing_a_stuck_apply_worker_leaves_its_connection_alone(
                 )
             write(origin, dbname, range(5, 10))
             worker = ta.target.workers[o]  # type: ignore[union-attr]
-            wait_for(
-                lambda: lock_waits(target),
-                30,
-                "the worker waiting for the row lock",
-                every=INNODB_TRX_POLL,
-            )
+            wait_for_lock_wait(target, 30)
             asked = time.monotonic()
             worker.close(timeout=0.2)
             assert time.monotonic() - asked < 1.0

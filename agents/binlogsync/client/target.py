@@ -2,12 +2,12 @@
 
 A worker (`ApplyWorker`, a RunLoop) takes the deliveries queued for its origin, groups up to
 `group_transactions` of them (and GROUP_BYTES of their bodies) into one target transaction
-(Applier.apply), and reports APPLIED
-with the new checkpoint. When a transaction cannot be applied, the worker reports FAILED,
-waits (back-off) and tries again; it never skips one by itself. A repair or seed chunk that
-arrives meanwhile is applied before the next attempt (it may bring what the failing one lacks:
-a table, a Redis target's table definition). `binlogsync skip` moves the
-checkpoint past it, which the next attempt sees. One origin's failure does not stop the others.
+(Applier.apply), and reports APPLIED with the new checkpoint. When a transaction cannot be
+applied, the worker reports FAILED, waits (back-off) and tries again; it never skips one by
+itself. A repair or seed chunk that arrives meanwhile is applied before the next attempt (it
+may bring what the failing one lacks: a table, a Redis target's table definition).
+`binlogsync skip` moves the checkpoint past it, which the next attempt sees. One origin's
+failure does not stop the others.
 
 A transaction that arrives in parts (one part per delivery) is streamed into one target
 transaction (Applier.apply_part); each part is acknowledged so the hub may send the next, and

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import TimeoutException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -45,10 +46,42 @@ CHROMIUM_FLAGS = (
 )  # fmt: skip
 
 
+class PageWait(WebDriverWait):  # type: ignore[type-arg]
+    """A wait that, when it times out, says what the browser showed: its address, the page's
+    text, the console's messages, and a screenshot (a bare TimeoutException says nothing)."""
+
+    def __init__(self, driver: webdriver.Chrome, timeout: float, shots: Path) -> None:
+        super().__init__(driver, timeout)
+        self.browser = driver
+        self.shots = shots
+
+    def until(self, method: Any, message: str = "") -> Any:
+        try:
+            return super().until(method, message)
+        except TimeoutException as e:
+            raise AssertionError(self.shown()) from e
+
+    def shown(self) -> str:
+        try:
+            self.shots.mkdir(parents=True, exist_ok=True)
+            shot = self.shots / f"timeout-{time.monotonic_ns()}.png"
+            self.browser.save_screenshot(str(shot))
+            self.browser.switch_to.default_content()
+            text = self.browser.find_element(By.TAG_NAME, "body").text
+            console = [e["message"] for e in self.browser.get_log("browser")]
+            return (
+                f"timed out at {self.browser.current_url} (screenshot {shot})\n"
+                f"page text: {text[:2000]!r}\nconsole: {console[-20:]}"
+            )
+        except WebDriverException as e:
+            return f"timed out, and the browser could not say what it showed: {e}"
+
+
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'chromium'}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
@@ -267,7 +300,7 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
                 assert b"root:" not in body, hostile
 
             browser.get(f"{airflow.url}/auth/login")
-            wait = WebDriverWait(browser, 60)
+            wait = PageWait(browser, 60, tmp_path / "shots")
             wait.until(ec.presence_of_element_located((By.NAME, "username"))).send_keys("admin")
             browser.find_element(By.NAME, "password").send_keys(airflow.password)
             browser.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()

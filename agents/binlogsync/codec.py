@@ -182,10 +182,11 @@ def pack(obj: Any) -> bytes:
     return packed
 
 
-def unpack(data: bytes, max_len: int | None = None) -> Any:
+def unpack(data: bytes, max_len: int | None = None, tuples: bool = False) -> Any:
     """Decode one msgpack document; anything malformed raises ProtocolError. `max_len` refuses
     a longer payload (what arrives over the network: transport/limits.py); None for what
-    binlogsync stored itself."""
+    binlogsync stored itself. `tuples`: arrays as tuples, not lists (a target's bodies, read
+    by model.py's `from_wire`s, which take either: rows then need no copy into tuples)."""
     if max_len is not None and len(data) > max_len:
         raise ProtocolError(f"payload of {len(data)} bytes is over the limit of {max_len}")
     try:
@@ -194,6 +195,7 @@ def unpack(data: bytes, max_len: int | None = None) -> Any:
             ext_hook=_ext_hook,
             raw=False,
             strict_map_key=True,
+            use_list=not tuples,
         )
     except ProtocolError:
         raise

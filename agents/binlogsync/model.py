@@ -51,6 +51,13 @@ VALUE_TYPES = frozenset(
 
 _STR = frozenset({str})
 _LIST = frozenset({list})
+# A msgpack array: a list from `codec.unpack`, a tuple from `codec.unpack(tuples=True)` (the
+# target's bodies, whose rows then need no copy into tuples). The short ways below take either,
+# a change's arrays all of one kind as msgpack gives them; a tuple that takes the long way is
+# made lists first (`_lists`), the form its checks and errors were written for. So a body is
+# accepted or refused alike in either form, and lists are checked exactly as before.
+_ARRAYS = frozenset({list, tuple})
+_ONLY: dict[type[Any], frozenset[type[Any]]] = {list: _LIST, tuple: frozenset({tuple})}
 _FEW_ROWS = 4
 _OFFSET_LIMIT = 1 << 40  # as Position.from_json checks
 _MAX_GTID = 255
@@ -122,7 +129,8 @@ class Change:
 
     @classmethod
     def from_wire(cls, data: Any) -> Change:
-        if type(data) is list and len(data) == 7:
+        array = type(data)
+        if array in _ARRAYS and len(data) == 7:
             # The usual change (rows as lists, no definition) checked and built in one pass;
             # anything else, or anything wrong, takes the full checks below and their errors.
             kind, schema, table, columns, before, after, statement = data
@@ -131,11 +139,11 @@ class Change:
                 and type(schema) is str
                 and type(table) is str
                 and type(statement) is str
-                and type(columns) is list
+                and type(columns) is array
                 and _STR.issuperset(map(type, columns))
             ):
                 width = len(columns)
-                old, new = _rows(before, width), _rows(after, width)
+                old, new = _rows(before, width, array), _rows(after, width, array)
                 if (
                     old is not None
                     and new is not None
@@ -144,6 +152,8 @@ class Change:
                     return make_change(
                         kind, schema, table, tuple(columns), old, new, statement, None
                     )
+        if array is tuple:
+            data = _lists(data)
         text = _checked_change(data)[2]
         kind, schema, table, columns, before, after, statement = data[:7]
         return make_change(
@@ -263,29 +273,30 @@ def _check_definition(kind: Any, schema: Any, table: Any, definition: Any) -> No
         raise ProtocolError("a table definition about another table than its change")
 
 
-def _rows(image: Any, width: int) -> tuple[Row, ...] | None:
-    """`image` as a tuple of row tuples when `_rows_fit` accepts it, else None."""
-    if type(image) is not list:
+def _rows(image: Any, width: int, array: type[Any] = list) -> tuple[Row, ...] | None:
+    """`image` as a tuple of row tuples when `_rows_fit` accepts it, else None (`array`: the
+    kind of its arrays; tuples are taken as they are)."""
+    if type(image) is not array:
         return None
-    if len(image) <= _FEW_ROWS:
-        rows = []
+    if len(image) <= _FEW_ROWS:  # `_rows_fit`'s loop, inline: most changes take it
         for row in image:
-            if type(row) is not list or len(row) != width:
+            if type(row) is not array or len(row) != width:
                 return None
             if not VALUE_TYPES.issuperset(map(type, row)):
                 return None
-            rows.append(tuple(row))
-        return tuple(rows)
-    return tuple(map(tuple, image)) if _rows_fit(image, width) else None
+    elif not _rows_fit(image, width, array):
+        return None
+    return image if array is tuple else tuple(map(tuple, image))
 
 
-def _rows_fit(image: Any, width: int) -> bool:
-    """A list of rows, each a list of `width` values of the types binlogsync sends."""
-    if type(image) is not list:
+def _rows_fit(image: Any, width: int, array: type[Any] = list) -> bool:
+    """A list of rows, each a list of `width` values of the types binlogsync sends (or all of
+    those arrays tuples: `array`)."""
+    if type(image) is not array:
         return False
     if len(image) <= _FEW_ROWS:  # most changes: a plain loop is cheaper than setting up maps
         for row in image:
-            if type(row) is not list or len(row) != width:
+            if type(row) is not array or len(row) != width:
                 return False
             if not VALUE_TYPES.issuperset(map(type, row)):
                 return False
@@ -293,7 +304,7 @@ def _rows_fit(image: Any, width: int) -> bool:
     # Many rows: C-level iteration only (a generator expression here once cost the hub a
     # third of its time).
     return (
-        _LIST.issuperset(map(type, image))
+        _ONLY[array].issuperset(map(type, image))
         and {width}.issuperset(map(len, image))
         and VALUE_TYPES.issuperset(map(type, chain.from_iterable(image)))
     )
@@ -374,28 +385,28 @@ make_change = maker(Change)  # all 8 fields, in order
 make_transaction = maker(Transaction)
 
 
-def _transaction_fields(data: Any) -> tuple[Position, float, list[Any]]:
+def _transaction_fields(data: Any) -> tuple[Position, float, Sequence[Any]]:
     """A transaction's checked fields; its changes are still to be checked."""
-    if not isinstance(data, list) or len(data) != 3:
+    if type(data) not in _ARRAYS or len(data) != 3:
         raise ProtocolError("a transaction must be a list of 3 items")
     position, timestamp, changes = data
-    if not _finite_time(timestamp) or not isinstance(changes, list):
+    if not _finite_time(timestamp) or type(changes) not in _ARRAYS:
         raise ProtocolError("malformed transaction timestamp or changes")
     return _position(position), float(timestamp), changes
 
 
 def _part_fields(
     data: Any,
-) -> tuple[Position, int, bool, Position | None, float, list[Any]]:
+) -> tuple[Position, int, bool, Position | None, float, Sequence[Any]]:
     """A part's checked fields; its changes are still to be checked."""
-    if not isinstance(data, list) or len(data) != 6:
+    if type(data) not in _ARRAYS or len(data) != 6:
         raise ProtocolError("a transaction part must be a list of 6 items")
     begin, number, last, end, timestamp, changes = data
     if type(number) is not int or not 1 <= number < 1 << 31 or type(last) is not bool:
         raise ProtocolError("malformed part number or last flag")
     if last != (end is not None):
         raise ProtocolError("the last part, and only it, carries the transaction's end")
-    if not _finite_time(timestamp) or not isinstance(changes, list):
+    if not _finite_time(timestamp) or type(changes) not in _ARRAYS:
         raise ProtocolError("malformed part timestamp or changes")
     return (
         _position(begin),
@@ -409,7 +420,7 @@ def _part_fields(
 
 def body_from_wire(data: Any) -> Transaction | Part:
     """A BATCH or DELIVER body: a whole transaction (3 items) or a part (6 items)."""
-    if isinstance(data, list) and len(data) == 6:
+    if type(data) in _ARRAYS and len(data) == 6:
         return Part.from_wire(data)
     return Transaction.from_wire(data)
 
@@ -444,7 +455,7 @@ def check_body(data: Any) -> CheckedBody:
     return CheckedBody(position, timestamp, _tables(changes), len(changes))
 
 
-def _tables(changes: list[Any]) -> tuple[tuple[str, str], ...]:
+def _tables(changes: Sequence[Any]) -> tuple[tuple[str, str], ...]:
     touched = set(map(check_change, changes))
     return tuple(sorted(touched)) if len(touched) > 1 else tuple(touched)
 
@@ -452,7 +463,7 @@ def _tables(changes: list[Any]) -> tuple[tuple[str, str], ...]:
 def _position(data: Any) -> Position:
     """`Position.from_wire`, with a short way for what msgpack gives (the hub checks two of
     these per body); anything else takes the long way, which accepts or refuses it."""
-    if type(data) is list and len(data) == 3:
+    if type(data) in _ARRAYS and len(data) == 3:
         file, offset, gtid = data
         if (
             type(file) is str
@@ -462,13 +473,26 @@ def _position(data: Any) -> Position:
         ):
             file_number(file)  # the file name's checks
             return make_position(file, offset, gtid, "file")
-    elif type(data) is list and len(data) == 4 and data[3] == "gtid":
+    elif type(data) in _ARRAYS and len(data) == 4 and data[3] == "gtid":
         file, offset, state, _scheme = data
         if type(file) is str and type(offset) is int and type(state) is str:
             position = gtid_position(file, offset, state)
             if position is not None:
                 return position
-    return Position.from_wire(data)
+    return Position.from_wire(_lists(data) if type(data) is tuple else data)
+
+
+def _lists(data: Any, depth: int = 12) -> Any:
+    """`data` with its tuples made lists, also inside lists and maps (see `_ARRAYS`), to
+    `depth` levels: deeper than any valid body nests (a table definition's index columns are
+    six below their change), so what lies below is refused either way, and hostile nesting
+    cannot exhaust the stack."""
+    kind = type(data)
+    if depth and (kind is tuple or kind is list):
+        return [_lists(x, depth - 1) for x in data]
+    if depth and kind is dict:
+        return {k: _lists(v, depth - 1) for k, v in data.items()}
+    return data
 
 
 def _finite_time(value: Any) -> bool:

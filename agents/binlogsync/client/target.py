@@ -261,7 +261,8 @@ class ApplyWorker(RunLoop):
         return None
 
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
-        return [body_from_wire(unpack(b, self.max_message_bytes)) for b in delivery.bodies]
+        limit = self.max_message_bytes
+        return [body_from_wire(unpack(b, limit, tuples=True)) for b in delivery.bodies]
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:

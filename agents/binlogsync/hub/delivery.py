@@ -354,7 +354,7 @@ class Delivery:
             return entry.payload
         if entry.tables is not None and self.router.unchanged(origin, target, entry.tables):
             return entry.payload
-        tx = Transaction.from_wire(unpack(entry.payload))
+        tx = Transaction.from_wire(unpack(entry.payload, tuples=True))
         routed = self.router.for_target(origin, target, tx)
         if routed is tx:
             return entry.payload  # all of it, unchanged: forward the bytes
@@ -477,7 +477,7 @@ class Delivery:
         return True
 
     def _routed_part(self, origin: str, target: str, body: bytes) -> bytes:
-        part = Part.from_wire(unpack(body))
+        part = Part.from_wire(unpack(body, tuples=True))
         probe = Transaction(part.end or part.begin, part.timestamp, part.changes)
         routed = self.router.for_target(origin, target, probe)
         if routed is probe:

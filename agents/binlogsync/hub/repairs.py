@@ -148,7 +148,7 @@ class Repairs:
     def _deliver(self, target: str, origin: str, cursor: Cursor, repair: Repair) -> bool:
         body = repair.body  # as it came, unless the route renames its schemas
         if not self.router.unchanged(origin, target, repair.tables):
-            tx = Transaction.from_wire(unpack(repair.body))
+            tx = Transaction.from_wire(unpack(repair.body, tuples=True))
             body = pack(self.router.for_target(origin, target, tx).to_wire(packing=True))
         header = {
             "origin": origin,

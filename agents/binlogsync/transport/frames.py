@@ -198,7 +198,7 @@ def decode_body(body: bytes, max_bytes: int) -> Transaction | Part:
     """One body frame (BATCH, DELIVER, REPAIR) as a transaction or a part. Raises
     ProtocolError."""
     try:
-        return body_from_wire(unpack(body, max_bytes))
+        return body_from_wire(unpack(body, max_bytes, tuples=True))
     except RecursionError:
         raise ProtocolError("a transaction body is nested too deep") from None
 

@@ -131,7 +131,7 @@ class Change:
     def from_wire(cls, data: Any) -> Change:
         array = type(data)
         if array in _ARRAYS and len(data) == 7:
-            # The usual change (rows as lists, no definition) checked and built in one pass;
+            # The usual change (rows as arrays, no definition) checked and built in one pass;
             # anything else, or anything wrong, takes the full checks below and their errors.
             kind, schema, table, columns, before, after, statement = data
             if (

@@ -69,8 +69,9 @@ ISSUE7 = {
     "native_backlog_tps": 3064.0,
     "native_backlog_rows_s": 12255.0,
 }
+# Issue 24's goals (issue 7 asked a catch-up of 2x native; issue 24 raised it to 5x).
 GOAL_LAG_MARGIN_S = 0.5
-GOAL_CATCHUP_RATIO = 2.0
+GOAL_CATCHUP_RATIO = 5.0
 GOAL_CPU_US = 100.0
 
 
@@ -623,7 +624,7 @@ def render(runs: list[Run], args: argparse.Namespace, png: Path) -> str:
         "CPU per sysbench transaction (live load until equal), µs: "
         + ", ".join(f"{_label(name)} {cpu[name]:.0f}" for name in AGENTS),
         "",
-        "goals (issue 7, same run):",
+        "goals (issue 24, same run):",
         f"  lag p99 <= native p99 + {GOAL_LAG_MARGIN_S} s: {m['ours_lag_p99']:.2f} <= "
         f"{m['native_lag_p99'] + GOAL_LAG_MARGIN_S:.2f}  {_ok(g['lag_p99'])}",
         f"  catch-up >= {GOAL_CATCHUP_RATIO:.0f}x native: {m['catchup_ratio']:.2f}x  "

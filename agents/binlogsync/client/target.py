@@ -37,6 +37,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
+from .. import idle
 from ..apply.core import Target, failed_at
 from ..apply.store import open_store, require
 from ..codec import unpack
@@ -135,6 +136,9 @@ class ApplyWorker(RunLoop):
         # has) since the last one it used; see _resend_if_stuck.
         self.dropped_at: float | None = None
         self.failing_since: float | None = None
+        # Bodies decoded ahead while the target's server worked (`_decode_ahead`): by the
+        # delivery's id, the delivery (kept, so the id stays its) and what is decoded of it.
+        self._ahead: dict[int, tuple[Delivery, list[Transaction | Part]]] = {}
         metrics.lag.labels(origin).set_function(self.lag)
 
     def lag(self) -> float:
@@ -262,10 +266,47 @@ class ApplyWorker(RunLoop):
 
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
         limit = self.max_message_bytes
-        return [body_from_wire(unpack(b, limit, tuples=True)) for b in delivery.bodies]
+        ahead = self._ahead.pop(id(delivery), None)
+        done = ahead[1] if ahead is not None and ahead[0] is delivery else []
+        rest = delivery.bodies[len(done) :]
+        return done + [body_from_wire(unpack(b, limit, tuples=True)) for b in rest]
+
+    _AHEAD_BODIES = 64  # bodies decoded per piece of idle work (about 0.7 ms of sysbench's)
+
+    def _decode_ahead(self) -> bool:
+        """One piece of idle work (idle.py): decode a few bodies of the whole
+        transactions queued for the next group, as far as that group would take them. False
+        when there is nothing more to decode."""
+        limit, count, size = self.max_message_bytes, 0, 0
+        with self.queue.mutex:
+            queued = list(self.queue.queue)
+        if len(self._ahead) > len(queued):  # some left the queue without a turn (dropped)
+            live = set(map(id, queued))
+            self._ahead = {k: v for k, v in self._ahead.items() if k in live}
+        for delivery in queued:
+            if delivery.part or delivery.repair or delivery.generation != self.generation:
+                return False
+            if count >= self.config.group_transactions or size >= GROUP_BYTES:
+                return False
+            count += len(delivery.bodies)
+            size += sum(map(len, delivery.bodies))
+            ahead = self._ahead.get(id(delivery))
+            if ahead is None or ahead[0] is not delivery:
+                ahead = self._ahead[id(delivery)] = (delivery, [])
+            done = ahead[1]
+            if len(done) == len(delivery.bodies):
+                continue
+            try:
+                for body in delivery.bodies[len(done) : len(done) + self._AHEAD_BODIES]:
+                    done.append(body_from_wire(unpack(body, limit, tuples=True)))
+            except ProtocolError:
+                return False  # its own turn decodes it again and says so
+            return True
+        return False
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:
+        idle.set_work(self._decode_ahead)
         while not self.stopping:
             self._close_idle_lanes()
             group = self._take()

@@ -38,6 +38,7 @@ from typing import Any, cast
 from pymysql import connections, err
 from pymysql.constants import ER
 
+from ... import idle
 from ...rowtext import NEEDS_ESCAPE, TextRows
 from .literals import _PASS, NotBulk, convert, plain_texts
 
@@ -127,6 +128,7 @@ def execute(cursor: Any, sql: str, name: str, data: bytes, packet: int) -> None:
     setattr(connection, _ATTRIBUTE, (name, data, max(1024, min(packet, _PACKET))))
     try:
         cursor.execute(sql)
+        idle.done()
     finally:
         setattr(connection, _ATTRIBUTE, None)
 
@@ -151,6 +153,7 @@ def _send_from_memory(filename: str | bytes, conn: Any) -> None:
     view = memoryview(data)
     for start in range(0, len(view), packet):
         conn.write_packet(view[start : start + packet])
+    idle.run(len(data))  # the server works on the rows; PyMySQL ends them when this returns
 
 
 def mark(connection: Any) -> None:

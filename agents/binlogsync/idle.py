@@ -8,8 +8,9 @@ server's work and the agent's overlap on one thread, with no second thread takin
 from the one that talks to the server (docs/benchmarks.md has the two ways with threads that
 lost). The decoding is work the next group needs anyway; only its end waits a little longer.
 
-`set_work(fn)` registers, for the calling thread, a function that does one small piece of such
-work and says whether it did any. `run(nbytes)` does pieces for about as long as the server
+`set_work(fn, ready)` registers, for the calling thread, a function that does one small piece of
+such work and says whether it did any, and one that says cheaply whether there is any now
+(`available`: where there is none, a statement keeps its usual way). `run(nbytes)` does pieces for about as long as the server
 should take over `nbytes` of rows: an estimate that follows what the server took before
 (`done`): a statement whose end was answered at once (the server had finished) lowers it, one
 still being worked on raises it.
@@ -27,9 +28,11 @@ _AT_ONCE = 0.0005  # an answer within this after the end: the server had finishe
 _LONGEST = 0.5  # never keep a server waiting longer than this for a statement's end
 
 
-def set_work(work: Callable[[], bool] | None) -> None:
-    """Register (None: remove) the calling thread's idle work."""
+def set_work(work: Callable[[], bool] | None, ready: Callable[[], bool] | None = None) -> None:
+    """Register (None: remove) the calling thread's idle work; `ready` says cheaply whether
+    there is any to do now (None: always)."""
     _local.work = work
+    _local.ready = ready
     _local.per_byte = _FIRST_PER_BYTE
     _local.idled = 0.0
     _local.ended = 0.0
@@ -37,8 +40,11 @@ def set_work(work: Callable[[], bool] | None) -> None:
 
 
 def available() -> bool:
-    """Whether the calling thread has idle work registered."""
-    return getattr(_local, "work", None) is not None
+    """Whether the calling thread has idle work to do now."""
+    if getattr(_local, "work", None) is None:
+        return False
+    ready = _local.ready
+    return ready is None or bool(ready())
 
 
 def run(nbytes: int) -> None:

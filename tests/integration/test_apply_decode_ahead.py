@@ -120,7 +120,7 @@ def test_the_next_group_is_decoded_while_the_server_loads_and_applied_alike(
     )  # fmt: skip
     assert not [o.error for o in reported if o.error]
     assert _rows(table, dbname) == 6 * ROWS
-    assert counts["idled"] >= 3  # LOAD DATA on the worker's thread, with idle work
+    assert counts["idled"] == 2  # the LOAD DATA of groups one and two, the next one queued
     assert counts["pieces"] >= 2 and counts["ahead"] >= 2  # groups two and three came decoded
     assert not worker._ahead  # nothing decoded ahead is left behind
 
@@ -136,3 +136,27 @@ def test_a_malformed_body_queued_behind_is_refused_in_its_own_turn(
     assert "msgpack" in [o.error for o in reported if o.error][0]
     assert _rows(table, dbname) == 2 * ROWS
     assert counts["idled"] >= 1 and counts["ahead"] == 0
+
+
+def test_only_whole_transactions_of_this_generation_are_decoded_ahead(
+    table: DatabaseSettings, dbname: str
+) -> None:
+    """A large transaction's parts keep the worker thread's way (each part's LOAD DATA beside
+    the decoding of the next part), so their LOAD DATA finds no idle work."""
+    config = TargetConfig(database=table)
+    worker = ApplyWorker(f"ahead-{dbname}", config, ClientMetrics(), print, 1 << 26, None, 0)
+    try:
+        assert not worker._next_is_whole()  # nothing queued
+        whole = _delivery(dbname, 0)
+        for queued, expected in (
+            (whole, True),
+            (Delivery(1, whole.upto, None, whole.bodies, 0, part=1), False),
+            (Delivery(1, whole.upto, None, whole.bodies, 0, repair=True), False),
+            (Delivery(1, whole.upto, None, whole.bodies, 7), False),  # an older link's
+        ):
+            worker.queue.queue.clear()
+            worker.queue.put(queued)
+            assert worker._next_is_whole() is expected
+            assert worker._decode_ahead() is expected
+    finally:
+        worker.applier.close()

@@ -82,3 +82,11 @@ def test_a_server_is_never_kept_waiting_past_the_bound(clock: Clock) -> None:
     start = clock.now
     idle.run(10**12)
     assert clock.now - start == pytest.approx(idle._LONGEST)
+
+
+def test_work_is_available_only_when_there_is_some_now(clock: Clock) -> None:
+    queued: list[int] = []
+    idle.set_work(lambda: False, lambda: bool(queued))
+    assert not idle.available()  # nothing queued: a statement keeps its usual way
+    queued.append(1)
+    assert idle.available()

@@ -271,6 +271,16 @@ class ApplyWorker(RunLoop):
         rest = delivery.bodies[len(done) :]
         return done + [body_from_wire(unpack(b, limit, tuples=True)) for b in rest]
 
+    def _next_is_whole(self) -> bool:
+        """Whether the next delivery queued carries whole transactions of this generation (the
+        parts of a large transaction are not decoded ahead: theirs is the worker thread's way,
+        each part's LOAD DATA beside the decoding of the next)."""
+        try:
+            first = self.queue.queue[0]
+        except IndexError:
+            return False
+        return not (first.part or first.repair) and first.generation == self.generation
+
     _AHEAD_BODIES = 64  # bodies decoded per piece of idle work (about 0.7 ms of sysbench's)
 
     def _decode_ahead(self) -> bool:
@@ -306,7 +316,7 @@ class ApplyWorker(RunLoop):
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> int:
-        idle.set_work(self._decode_ahead)
+        idle.set_work(self._decode_ahead, self._next_is_whole)
         while not self.stopping:
             self._close_idle_lanes()
             group = self._take()

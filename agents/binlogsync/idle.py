@@ -8,12 +8,12 @@ server's work and the agent's overlap on one thread, with no second thread takin
 from the one that talks to the server (docs/benchmarks.md has the two ways with threads that
 lost). The decoding is work the next group needs anyway; only its end waits a little longer.
 
-`set_work(fn, ready)` registers, for the calling thread, a function that does one small piece of
-such work and says whether it did any, and one that says cheaply whether there is any now
-(`available`: where there is none, a statement keeps its usual way). `run(nbytes)` does pieces for about as long as the server
-should take over `nbytes` of rows: an estimate that follows what the server took before
-(`done`): a statement whose end was answered at once (the server had finished) lowers it, one
-still being worked on raises it.
+`set_work(fn, ready)` registers, for the calling thread, a function that does one small piece
+of such work and says whether it did any, and one that says cheaply whether there is any now
+(`available`: where there is none, a statement keeps its usual way). `run(nbytes)` does pieces
+for about as long as the server should take over `nbytes` of rows: an estimate that follows
+what the server took before (`done`): a statement whose end was answered at once (the server
+had finished) lowers it, one still being worked on raises it.
 """
 
 from __future__ import annotations

@@ -447,7 +447,7 @@ def check_body(data: Any) -> CheckedBody:
     the tables; but it must refuse any body that `body_from_wire` would refuse on a target
     (tests/unit/test_model_codec.py holds the two to the same answers).
     """
-    if isinstance(data, list) and len(data) == 6:
+    if type(data) in _ARRAYS and len(data) == 6:  # as `body_from_wire` tells them apart
         begin, number, _last, end, timestamp, changes = _part_fields(data)
         tables = _tables(changes)
         return CheckedBody(end, timestamp, tables, len(changes), begin, number)

@@ -76,7 +76,7 @@ def _run(
 
     def counted_decode(delivery: Delivery) -> Any:
         kept = worker._ahead.get(id(delivery))
-        counts["ahead"] += kept is not None and len(kept[1]) == len(delivery.bodies)
+        counts["ahead"] += kept is not None and len(kept[2]) == len(delivery.bodies)
         return decode(delivery)
 
     worker._decode_ahead = counted_ahead  # type: ignore[method-assign]

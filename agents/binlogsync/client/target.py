@@ -137,8 +137,9 @@ class ApplyWorker(RunLoop):
         self.dropped_at: float | None = None
         self.failing_since: float | None = None
         # Bodies decoded ahead while the target's server worked (`_decode_ahead`): by the
-        # delivery's id, the delivery (kept, so the id stays its) and what is decoded of it.
-        self._ahead: dict[int, tuple[Delivery, list[Transaction | Part]]] = {}
+        # delivery's id, the delivery (kept, so the id stays its), its bodies' bytes and what
+        # is decoded of it.
+        self._ahead: dict[int, tuple[Delivery, int, list[Transaction | Part]]] = {}
         metrics.lag.labels(origin).set_function(self.lag)
 
     def lag(self) -> float:
@@ -218,7 +219,7 @@ class ApplyWorker(RunLoop):
         group, count, size = [first], len(first.bodies), sum(map(len, first.bodies))
         if first.part or first.repair:
             return group
-        while count < self.config.group_transactions and size < GROUP_BYTES:
+        while not self._group_full(count, size):
             more = self._next(0.0)
             if more is None:
                 break
@@ -264,22 +265,28 @@ class ApplyWorker(RunLoop):
                     return queued
         return None
 
+    def _group_full(self, count: int, size: int) -> bool:
+        """Whether a group of `count` transactions and `size` bytes of bodies takes no more."""
+        return count >= self.config.group_transactions or size >= GROUP_BYTES
+
     def _decode(self, delivery: Delivery) -> list[Transaction | Part]:
         limit = self.max_message_bytes
         ahead = self._ahead.pop(id(delivery), None)
-        done = ahead[1] if ahead is not None and ahead[0] is delivery else []
+        done = ahead[2] if ahead is not None and ahead[0] is delivery else []
         rest = delivery.bodies[len(done) :]
         return done + [body_from_wire(unpack(b, limit, tuples=True)) for b in rest]
 
-    def _next_is_whole(self) -> bool:
-        """Whether the next delivery queued carries whole transactions of this generation (the
-        parts of a large transaction are not decoded ahead: theirs is the worker thread's way,
+    def _whole(self, delivery: Delivery) -> bool:
+        """Whether `delivery` carries whole transactions of this generation: the ones decoded
+        ahead (the parts of a large transaction are not: theirs is the worker thread's way,
         each part's LOAD DATA beside the decoding of the next)."""
+        return not (delivery.part or delivery.repair) and delivery.generation == self.generation
+
+    def _next_is_whole(self) -> bool:
         try:
-            first = self.queue.queue[0]
+            return self._whole(self.queue.queue[0])
         except IndexError:
             return False
-        return not (first.part or first.repair) and first.generation == self.generation
 
     _AHEAD_BODIES = 64  # bodies decoded per piece of idle work (about 0.7 ms of sysbench's)
 
@@ -294,16 +301,15 @@ class ApplyWorker(RunLoop):
             live = set(map(id, queued))
             self._ahead = {k: v for k, v in self._ahead.items() if k in live}
         for delivery in queued:
-            if delivery.part or delivery.repair or delivery.generation != self.generation:
+            if not self._whole(delivery) or self._group_full(count, size):
                 return False
-            if count >= self.config.group_transactions or size >= GROUP_BYTES:
-                return False
-            count += len(delivery.bodies)
-            size += sum(map(len, delivery.bodies))
             ahead = self._ahead.get(id(delivery))
             if ahead is None or ahead[0] is not delivery:
-                ahead = self._ahead[id(delivery)] = (delivery, [])
-            done = ahead[1]
+                ahead = (delivery, sum(map(len, delivery.bodies)), [])  # its size, once
+                self._ahead[id(delivery)] = ahead
+            count += len(delivery.bodies)
+            size += ahead[1]
+            done = ahead[2]
             if len(done) == len(delivery.bodies):
                 continue
             try:

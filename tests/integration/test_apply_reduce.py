@@ -18,6 +18,7 @@ from applykit import Recording
 from binlogsync.apply import Applier, failed_at
 from binlogsync.config import DatabaseSettings
 from binlogsync.engines.mariadb.statements import Statement
+from binlogsync.engines.mariadb.targettables import TargetTables
 from binlogsync.errors import ConstraintError, MissingTableError, UnreachableError
 from binlogsync.model import Change, Transaction
 from binlogsync.position import Position
@@ -405,6 +406,48 @@ def test_foreign_keys_and_ddl_keep_the_unreduced_path(
             ]
         )
         assert [s.kind for s in applier.statements] == ["upsert", "delete", "upsert"]
+
+
+class CountingCursor(pymysql.cursors.Cursor):
+    """Remembers the statements it ran."""
+
+    ran: list[str] = []
+
+    def execute(self, query: str, args: Any = None) -> int:
+        self.ran.append(query)
+        return super().execute(query, args)
+
+
+def test_foreign_keys_are_seen_across_schemas_in_one_scan_for_tables_read_together(
+    conn: pymysql.Connection, dbname: str
+) -> None:
+    # Which tables refer to a table cannot be looked up by its name (MariaDB opens every table
+    # on the server to answer): the tables read together share one scan of all foreign keys.
+    other = f"{dbname}_fk"
+    q(conn, "CREATE TABLE Parent (id INT PRIMARY KEY) ENGINE=InnoDB")
+    q(conn, f"CREATE DATABASE `{other}`")
+    try:
+        q(
+            conn,
+            f"CREATE TABLE `{other}`.child (id INT PRIMARY KEY, pid INT, "
+            f"FOREIGN KEY (pid) REFERENCES `{dbname}`.Parent (id)) ENGINE=InnoDB",
+        )
+        tables = TargetTables("o", "t")
+        CountingCursor.ran = []
+        with conn.cursor(CountingCursor) as cur:
+            found = {
+                name: tables.table(cur, None, schema, name).foreign_keys
+                for schema, name in ((dbname, "p"), (dbname, "Parent"), (other, "child"))
+            }
+            assert found == {"p": False, "Parent": True, "child": True}
+            scans = [s for s in CountingCursor.ran if "REFERENTIAL_CONSTRAINTS" in s]
+            assert len(scans) == 1
+            tables.forget()  # after an error every definition is read again, the keys too
+            assert tables.table(cur, None, dbname, "Parent").foreign_keys
+            scans = [s for s in CountingCursor.ran if "REFERENTIAL_CONSTRAINTS" in s]
+            assert len(scans) == 2
+    finally:
+        q(conn, f"DROP DATABASE `{other}`")
 
 
 def test_tables_with_triggers_keep_the_unreduced_path(

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ..config import MIN_MESSAGE_BYTES, HubConfig
 from ..errors import ProtocolError, TransportError
@@ -204,10 +203,10 @@ class Hub(RunLoop):
     def _handshakes(self, monitor: zmq.Socket[bytes]) -> None:
         while True:
             try:
-                event = recv_monitor_message(monitor, zmq.NOBLOCK)
+                event = sockets.monitor_event(monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
-            if event["event"] & _HANDSHAKE_EVENTS:
+            if event & _HANDSHAKE_EVENTS:
                 self.access.once(
                     "handshake",
                     "%s failed: a client uses a different hub public key (hub_public_key_file), "

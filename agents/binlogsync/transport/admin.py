@@ -11,11 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ..config import AdminConfig, ClientConfig, HubConfig, load_any
 from ..errors import ConfigError, UnreachableError
-from . import curve
+from . import curve, sockets
 
 HubAccess = str | os.PathLike[str] | AdminConfig
 
@@ -115,7 +114,7 @@ class _Seen:
     def read(self, monitor: zmq.Socket[bytes]) -> None:
         while True:
             try:
-                kind = recv_monitor_message(monitor, zmq.NOBLOCK)["event"]
+                kind = sockets.monitor_event(monitor, zmq.NOBLOCK)
             except zmq.Again:
                 return
             if kind == zmq.EVENT_CONNECT_RETRIED:

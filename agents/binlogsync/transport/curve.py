@@ -11,14 +11,16 @@ import os
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 from zmq.utils import z85
 
 from ..errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
 
 # The ZAP domain of the hub's socket. The socket enforces it: with no ZAP handler running,
 # libzmq refuses every CURVE client instead of admitting any key without asking.
@@ -136,7 +138,10 @@ def start_authenticator(
 ) -> ThreadAuthenticator:
     """ZAP handler that admits the public keys (z85) `admit` accepts; User-Id is the z85 key.
     Start it before the socket binds: a client that connects earlier is refused (the socket
-    enforces its ZAP domain), never admitted."""
+    enforces its ZAP domain), never admitted. (Only the hub authenticates: pyzmq's
+    authenticator module imports asyncio, ~30 ms that an agent's start does without.)"""
+    from zmq.auth.thread import ThreadAuthenticator
+
     auth = ThreadAuthenticator(context)
     auth.start()
     auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=_Keyring(admit))

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ..config import ClientConfig
 from ..errors import ProtocolError
@@ -160,10 +159,9 @@ class HubLink:
         came_up = went_down = False
         while self.monitor is not None:
             try:
-                event = recv_monitor_message(self.monitor, zmq.NOBLOCK)
+                kind = sockets.monitor_event(self.monitor, zmq.NOBLOCK)
             except zmq.Again:
                 break
-            kind = event["event"]
             if kind == zmq.EVENT_CONNECT_RETRIED:
                 self.refused += 1
             elif kind == zmq.EVENT_CONNECTED:

@@ -425,7 +425,7 @@ class BinlogReader:
             "insert" if isinstance(event, WriteRowsEvent) else "delete"
         )  # fmt: skip
         change = Change(kind, schema, table, shape.columns, before, after)
-        return self._append(group, change, event.packet.event_size, change.row_count)
+        return self._append(group, change, event.packet.event_size)
 
     def _decode_again(self, event: Any) -> tuple[tuple[Row, ...], tuple[Row, ...]] | None:
         """The images of a Rows event the library read, decoded from its bytes by rowdecode.py
@@ -441,12 +441,17 @@ class BinlogReader:
         """A Rows event events.py read and decoded (if its table is routed)."""
         if not self._takes_rows(event, group):
             return None
-        before, after = event.before, event.after
         change = make_change(
-            event.kind, event.schema, event.table, event.columns, before, after, "", None
+            event.kind,
+            event.schema,
+            event.table,
+            event.columns,
+            event.before,
+            event.after,
+            "",
+            None,
         )
-        # A Rows event's row count as `Change.row_count` counts it, without the property.
-        return self._append(group, change, event.event_size, max(len(before), len(after)))
+        return self._append(group, change, event.event_size)
 
     def _takes_rows(self, event: Any, group: _Group) -> bool:
         """Whether a Rows event's rows belong in the group; notes our own marker's write."""
@@ -457,7 +462,7 @@ class BinlogReader:
             return False
         return not group.own and group.halt is None and self._is_routed(schema, table)
 
-    def _append(self, group: _Group, change: Change, size: int, rows: int) -> Part | None:
+    def _append(self, group: _Group, change: Change, size: int) -> Part | None:
         name = (change.schema, change.table)
         body = self.table_maps.current.get(name)
         if body is not None and self._announced.get(name) != body:
@@ -466,7 +471,7 @@ class BinlogReader:
             self._announced[name] = body
             self._new_maps.append((*name, body))
         group.changes.append(change)
-        group.rows += rows
+        group.rows += change.row_count
         group.size += size
         return self._cut(group)
 

@@ -1,6 +1,6 @@
 """Synthetic origin and target agents for `bench fleet`: many peers in one process, no database.
 
-Each peer is one DEALER socket that speaks the real protocol (BLS3) to the real hub, as the
+Each peer is one DEALER socket that speaks the real protocol (BLS4) to the real hub, as the
 client agent does, but without a database behind it:
 
     origin   says HELLO, then "captures" sysbench-shaped transactions (4 row changes, ~700
@@ -269,7 +269,8 @@ class PeerProcess:
         header = unpack(parts[2])
         now = time.time()
         first, last = self.window
-        for raw in parts[3:]:
+        bodies = msgpack.unpackb(parts[3]) if len(parts) > 3 else []  # one frame (BLS4)
+        for raw in bodies:
             reader = msgpack.Unpacker()
             reader.feed(raw)
             reader.read_array_header()
@@ -277,9 +278,9 @@ class PeerProcess:
             committed = reader.unpack()
             if first <= committed <= last:
                 self.latencies.append(now - committed)
-        peer.received += len(parts) - 3
+        peer.received += len(bodies)
         if first <= now <= last:
-            self.delivered_in_window += len(parts) - 3
+            self.delivered_in_window += len(bodies)
         answer = {"origin": header["origin"], "seq": header["seq"], "upto": header["upto"]}
         peer.send(frames.APPLIED, answer)
 

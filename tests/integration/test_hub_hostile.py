@@ -58,10 +58,11 @@ def deep(depth: int = DEEP) -> Any:
 
 
 def raw(kind: bytes, header: Any, bodies: tuple[bytes, ...] = ()) -> list[bytes]:
-    """A message as frames, with any header value msgpack can carry (NaN, 2**64-1, …)."""
+    """A message as frames, with any header value msgpack can carry (NaN, 2**64-1, …); the
+    bodies in one frame, as the protocol has them."""
     if isinstance(header, dict):
         header = {k: v.to_json() if isinstance(v, Position) else v for k, v in header.items()}
-    return [frames.VERSION, kind, pack(header), *bodies]
+    return [frames.VERSION, kind, pack(header), *([msgpack.packb(list(bodies))] if bodies else [])]
 
 
 def ext(code: int, payload: bytes) -> msgpack.ExtType:
@@ -416,7 +417,28 @@ def _batch(header: dict[str, Any] | None = None, *bodies: bytes) -> list[bytes]:
     return raw(frames.BATCH, {"origin": "o1", "seq": 2, "after": None, **(header or {})}, bodies)
 
 
+def _batch_frames(*after_header: bytes) -> list[bytes]:
+    """A BATCH whose frames after the header are `after_header`, as they are."""
+    return [*_batch()[:3], *after_header]
+
+
 BATCH_CASES: list[tuple[str, list[bytes]]] = [
+    # The bodies frame itself (BLS4: one msgpack array of bin).
+    ("bodies frame not msgpack", _batch_frames(b"\xc1")),
+    ("bodies frame truncated", _batch_frames(msgpack.packb([body(TX2)])[:-3])),
+    ("bodies frame trailing bytes", _batch_frames(msgpack.packb([body(TX2)]) + b"\x00")),
+    ("bodies frame a map", _batch_frames(msgpack.packb({"a": body(TX2)}))),
+    ("bodies frame a bin", _batch_frames(msgpack.packb(body(TX2)))),
+    ("bodies frame of strings", _batch_frames(msgpack.packb(["transaction"]))),
+    ("bodies frame of ints", _batch_frames(msgpack.packb([1, 2]))),
+    ("bodies frame a good bin then an int", _batch_frames(msgpack.packb([body(TX2), 5]))),
+    ("bodies frame nested", _batch_frames(msgpack.packb([[body(TX2)]]))),
+    ("bodies frame nested too deep", _batch_frames(b"\x91" * 5000 + b"\xc0")),
+    ("bodies frame array too long", _batch_frames(b"\xdd\xff\xff\xff\xff")),
+    # A BLS3 sender: a frame per body (the first would be read as an array of bodies).
+    ("bodies in two frames", _batch_frames(msgpack.packb([body(TX2)]), msgpack.packb([]))),
+    ("bodies as BLS3 sent them", _batch_frames(body(TX2), body(TX2))),
+    ("a BLS3 body frame", _batch_frames(body(TX2))),
     *[
         (f"seq {name}", _batch({"seq": v}, body(TX2)))
         for name, v in [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from binlogsync.codec import pack
 from binlogsync.config import Route
 from binlogsync.errors import ProtocolError
 from binlogsync.hub.cursors import Cursor
@@ -88,3 +89,29 @@ def test_frames_round_trip_and_validation() -> None:
         )
     with pytest.raises(ProtocolError, match="over the limit"):
         frames.decode(frames.encode(frames.BATCH, {"origin": "o", "seq": 1}, [b"x" * 100]), 50)
+
+
+def test_a_messages_bodies_travel_in_one_frame() -> None:
+    """BLS4: however many bodies, one frame holds them all, and each comes back as it went,
+    empty ones and one of a megabyte included; a message without bodies has no such frame.
+    A sender counting BODY_FRAMING per body stays within the size it counted."""
+    bodies = [
+        b"",
+        b"x",
+        bytes(range(256)) * 300,
+        b"y" * (1 << 20),
+        *[b"tx%d" % i for i in range(1000)],
+    ]
+    header = {"origin": "o", "seq": 1, "after": None}
+    wire = frames.encode(frames.BATCH, header, bodies)
+    assert len(wire) == 4
+    message = frames.decode(wire, 1 << 30)
+    assert message.bodies == tuple(bodies)
+    assert all(type(b) is bytes for b in message.bodies)
+    assert len(wire[3]) <= sum(len(b) + frames.BODY_FRAMING for b in bodies)
+    assert len(frames.encode(frames.BATCH, header, [])) == 3
+    assert frames.decode(frames.encode(frames.BATCH, header, []), 1 << 20).bodies == ()
+    with pytest.raises(ProtocolError, match="one frame"):
+        frames.decode([*wire, wire[3]], 1 << 30)
+    with pytest.raises(ProtocolError, match="array of bin"):
+        frames.decode([*wire[:3], pack([1])], 1 << 30)

@@ -325,14 +325,14 @@ class OriginRole:
                 last = self.shipped
                 while self.outbox and len(bodies) < self.config.batch_transactions:
                     item = self.outbox[0]
-                    if bodies and size + len(item.body) > BATCH_BYTES:
+                    if bodies and size + len(item.body) + frames.BODY_FRAMING > BATCH_BYTES:
                         break
                     self.outbox.popleft()
                     self.outbox_bytes -= len(item.body)
                     if item.generation == self.generation:
                         maps.extend([len(bodies), *m] for m in item.maps)
                         bodies.append(item.body)
-                        size += len(item.body)
+                        size += len(item.body) + frames.BODY_FRAMING
                         last = item.last or last
                 self._room.notify_all()
             if not bodies:

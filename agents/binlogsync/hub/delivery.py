@@ -329,14 +329,17 @@ class Delivery:
             if (
                 body
                 and bodies
-                and (size + len(body) > budget or len(bodies) >= self.config.batch_transactions)
+                and (
+                    size + len(body) + frames.BODY_FRAMING > budget
+                    or len(bodies) >= self.config.batch_transactions
+                )
             ):
                 if not self._deliver(host, cursor, bodies, upto, oldest):
                     return False
                 bodies, size, oldest = [], 0, None
             if body:
                 bodies.append(body)
-                size += len(body)
+                size += len(body) + frames.BODY_FRAMING
                 oldest = entry.timestamp if oldest is None else oldest
             upto = entry.position
         if (

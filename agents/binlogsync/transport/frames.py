@@ -2,11 +2,11 @@
 
 Every message is a multipart ZeroMQ message:
 
-    frame 0   b"BLS3"            protocol name and version
+    frame 0   b"BLS4"            protocol name and version
     frame 1   kind               ASCII, one of KINDS
     frame 2   header             msgpack map, fields per kind (checked here)
-    frame 3…  bodies             BATCH, DELIVER and REPAIR only: one msgpack transaction or
-                                 transaction part per frame
+    frame 3   bodies             BATCH, DELIVER and REPAIR only, when they carry any: a msgpack
+                                 array of bin, each one msgpack transaction or transaction part
 
 The ROUTER on the hub sees the peer's routing id in front of frame 0. `decode` checks
 everything a peer could get wrong (frame count, version, kind, sizes, header fields, their
@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
+
 from ..codec import pack, unpack
 from ..errors import ProtocolError
 from ..model import CheckedBody, Part, Transaction, body_from_wire
@@ -31,7 +33,9 @@ from ..model import check_body as model_check_body
 from ..position import Position
 from .limits import MAX_MESSAGE_BYTES
 
-VERSION = b"BLS3"  # BLS3: GTID positions (a BLS2 peer would misread them)
+# BLS4: a message's bodies in one frame (BLS3 sent a frame per body: a BLS3 peer would take
+# the array for one body). BLS3: GTID positions (a BLS2 peer would misread them).
+VERSION = b"BLS4"
 
 HELLO, WELCOME, BATCH, ACK = b"HELLO", b"WELCOME", b"BATCH", b"ACK"
 DELIVER, APPLIED, FAILED, HALTED = b"DELIVER", b"APPLIED", b"FAILED", b"HALTED"
@@ -90,6 +94,11 @@ _WITH_BODIES = frozenset({BATCH, DELIVER, REPAIR})
 MAX_STRING = 65536
 MAX_INT = (1 << 63) - 1
 MAX_NUM = 1e12  # commit times (seconds since 1970) fit, with room
+# What the bodies frame adds to a body at most (a bin's header), which a sender counts in a
+# message's size. One frame for all bodies, not a frame each: each ZeroMQ frame costs a few µs
+# to send and to receive, a bin's copy out of the array a fraction of one (docs/protocol.md).
+BODY_FRAMING = 5
+_BYTES = frozenset({bytes})
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +122,20 @@ class Message:
 
 def encode(kind: bytes, header: dict[str, Any], bodies: Sequence[bytes] = ()) -> list[bytes]:
     wire = {k: (v.to_json() if isinstance(v, Position) else v) for k, v in header.items()}
-    return [VERSION, kind, pack(wire), *bodies]
+    if not bodies:
+        return [VERSION, kind, pack(wire)]
+    return [VERSION, kind, pack(wire), msgpack.packb(list(bodies))]
+
+
+def _bodies(kind: bytes, frame: bytes) -> tuple[bytes, ...]:
+    """The bodies frame: a msgpack array of bin, each a body. Raises ProtocolError."""
+    try:
+        bodies = msgpack.unpackb(frame, use_list=False, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
+        raise ProtocolError(f"{kind.decode()} bodies frame is not valid msgpack: {exc}") from None
+    if type(bodies) is not tuple or not _BYTES.issuperset(map(type, bodies)):
+        raise ProtocolError(f"{kind.decode()} bodies frame must be an array of bin")
+    return bodies
 
 
 def _value(name: str, field: str, typ: str, value: Any) -> Any:
@@ -186,12 +208,17 @@ def decode(frames: list[bytes], max_bytes: int) -> Message:
     if size > max_bytes:
         raise ProtocolError(f"message of {size} bytes is over the limit of {max_bytes}")
     if len(frames) > 3 and kind not in _WITH_BODIES:
-        raise ProtocolError(f"{kind.decode()} carries no bodies, got {len(frames) - 3}")
+        raise ProtocolError(f"{kind.decode()} carries no bodies, got {len(frames) - 3} frames")
+    if len(frames) > 4:
+        raise ProtocolError(
+            f"{kind.decode()} has {len(frames)} frames: its bodies go in one frame",
+            "run the same binlogsync version on the hub and the clients",
+        )
     try:
         header = _check(kind, unpack(frames[2], max_bytes))
     except RecursionError:  # a value nested ~1000 deep, met while showing it in an error
         raise ProtocolError(f"{kind.decode()} header is nested too deep") from None
-    return Message(kind, header, tuple(bytes(f) for f in frames[3:]))
+    return Message(kind, header, _bodies(kind, frames[3]) if len(frames) == 4 else ())
 
 
 def decode_body(body: bytes, max_bytes: int) -> Transaction | Part:

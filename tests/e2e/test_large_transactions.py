@@ -277,6 +277,38 @@ def test_a_row_too_large_for_a_message_halts_capture_with_one_clear_error(
         assert "saying HELLO again" not in text, text
 
 
+def test_a_backlog_ships_in_batches_within_the_hubs_smaller_limit(
+    tmp_path: Path, origin: Server, target: Server, dbname: str
+) -> None:
+    """The hub's max_message_bytes (1 MiB, told in its WELCOME) is below the 4 MiB of bodies
+    an origin puts in one BATCH: a backlog of 400 kB transactions still arrives whole, in
+    BATCHes the hub takes, on one connection. Before, the origin sent them up to 4 MiB at a
+    time: with a frame per body the hub refused the BATCH and the stream stopped there for
+    good; with the bodies in one frame the hub's socket dropped the connection each time, and
+    the rows came one per reconnection (the first of a fresh connection goes alone)."""
+    create([origin, target], dbname, "CREATE TABLE blobs (id INT PRIMARY KEY, b LONGBLOB)")
+    extra = {"hub": "max_message_bytes = 1048576"}
+    with site(tmp_path, origin, [target], dbname, agent_extra=extra) as s:
+        s.start()
+        s.wait_online()
+        s.stop("origin")
+        with origin.connect(dbname) as conn, conn.cursor() as cur:
+            for key in range(1, 11):
+                cur.execute("INSERT INTO blobs VALUES (%s, REPEAT('z', 400000))", (key,))
+        s.start("origin")
+
+        def copied() -> list[tuple[int, int]]:
+            with target.connect(dbname) as conn, conn.cursor() as cur:
+                cur.execute("SELECT id, LENGTH(b) FROM blobs ORDER BY id")
+                return list(cur.fetchall())
+
+        wait_until(lambda: len(copied()) == 10, 60, 0.1, "the ten rows on the target")
+        assert copied() == [(key, 400000) for key in range(1, 11)]
+        assert fetch_status(str(s.agents["hub"].config))["origins"][0]["halted"] is None
+        text = s.agents["origin"].log.read_text()
+        assert "dropped" not in text and "saying HELLO again" not in text, text
+
+
 @pytest.mark.timeout(600)
 def test_a_hub_silent_mid_stream_then_the_next_large_transaction(
     tmp_path: Path, origin: Server, target: Server, dbname: str

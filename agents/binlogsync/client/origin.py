@@ -318,6 +318,9 @@ class OriginRole:
         while len(self.inflight) < WINDOW and not self.stalled:
             if self.inflight and not self._full():
                 break  # Nagle: this partial BATCH goes when the one in flight is acknowledged
+            # The hub's limit may be below BATCH_BYTES (its WELCOME says): a BATCH over it
+            # would be refused, or its socket would drop the connection, again and again.
+            limit = min(BATCH_BYTES, self.max_message_bytes - FRAME_ROOM)
             with self._room:
                 bodies: list[bytes] = []
                 maps: list[list[Any]] = []  # [body index, schema, table, Table_map body]
@@ -325,7 +328,7 @@ class OriginRole:
                 last = self.shipped
                 while self.outbox and len(bodies) < self.config.batch_transactions:
                     item = self.outbox[0]
-                    if bodies and size + len(item.body) + frames.BODY_FRAMING > BATCH_BYTES:
+                    if bodies and size + len(item.body) + frames.BODY_FRAMING > limit:
                         break
                     self.outbox.popleft()
                     self.outbox_bytes -= len(item.body)

@@ -298,7 +298,13 @@ class AirflowApi:
         found: dict[str, Any] = {}
 
         def finished() -> bool:
-            found.update(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))
+            # An answer slower than the call's 30 s (the API server beside four DAG runs and
+            # the other Docker test on two cores) says nothing of the run: ask again, within
+            # the run's own deadline.
+            try:
+                found.update(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}"))
+            except TimeoutError:
+                return False
             return found["state"] in ("success", "failed")
 
         wait_until(finished, timeout, 1.0, f"the run {run_id} of {dag_id} finished")

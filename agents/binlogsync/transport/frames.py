@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
 from ..codec import pack, unpack
 from ..errors import ProtocolError
 from ..model import CheckedBody, Part, Transaction, body_from_wire
@@ -124,15 +122,12 @@ def encode(kind: bytes, header: dict[str, Any], bodies: Sequence[bytes] = ()) ->
     wire = {k: (v.to_json() if isinstance(v, Position) else v) for k, v in header.items()}
     if not bodies:
         return [VERSION, kind, pack(wire)]
-    return [VERSION, kind, pack(wire), msgpack.packb(list(bodies))]
+    return [VERSION, kind, pack(wire), pack(list(bodies))]
 
 
 def _bodies(kind: bytes, frame: bytes) -> tuple[bytes, ...]:
     """The bodies frame: a msgpack array of bin, each a body. Raises ProtocolError."""
-    try:
-        bodies = msgpack.unpackb(frame, use_list=False, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException, RecursionError) as exc:
-        raise ProtocolError(f"{kind.decode()} bodies frame is not valid msgpack: {exc}") from None
+    bodies = unpack(frame, tuples=True)  # its size is the message's, checked in `decode`
     if type(bodies) is not tuple or not _BYTES.issuperset(map(type, bodies)):
         raise ProtocolError(f"{kind.decode()} bodies frame must be an array of bin")
     return bodies

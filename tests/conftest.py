@@ -14,6 +14,32 @@ import pytest
 from binlogsync_dev.pg_sandbox import PgServer
 from binlogsync_dev.sandbox import Sandbox, Server
 
+# The two tests that run a whole site in a private Docker engine (image builds, a dozen
+# containers, Airflow, Spark's JVMs). Side by side on two cores they starved each other's
+# Airflow: its API server answered a task's heartbeats too late and the task was killed (a
+# paper_timing run failed in CI that way). They run one after the other on one worker, first,
+# while the other worker takes the rest.
+DOCKER_SITES = ("tests/deploy/test_compose.py", "tests/deploy/test_ansible.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.nodeid.split("::", 1)[0] not in DOCKER_SITES)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """As `--dist loadfile` (a file's tests on one worker, for its module fixtures), with the
+    Docker sites one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DockerSitesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "docker sites" if path in DOCKER_SITES else path
+
+    return DockerSitesTogether(config, log)
+
 
 @pytest.fixture(autouse=True)
 def _close_peers() -> Iterator[None]:

@@ -221,19 +221,41 @@ def _press_test(browser: webdriver.Chrome, wait: WebDriverWait, conn_id: str) ->
     return str(toast.get_attribute("data-type")), toast.text
 
 
-def _chart(browser: webdriver.Chrome) -> dict[str, Any]:
-    """The lag chart's series as drawn: samples, and how many points and dots they gave."""
-    found = browser.execute_script(
-        "return [...document.querySelectorAll('#lag-chart g[data-series]')].map(g => [\n"
-        "  g.dataset.series, g.dataset.samples, g.querySelectorAll('circle').length,\n"
-        "  g.querySelector('polyline').getAttribute('points').trim().split(/\\s+/).length,\n"
-        "  document.querySelector(`#lag-legend [data-series='${g.dataset.series}'] "
-        "[data-field=last-lag]`).textContent])"
-    )
-    return {
+# The page redraws its tables every 5 s (innerHTML), so an element found in one draw is stale
+# in the next: the test reads what one draw shows in a single script, which no redraw splits.
+_READ_PAGE = """
+const text = (el, sel) => el.querySelector(sel)?.innerText.trim() ?? null;
+const rows = sel => [...document.querySelectorAll(sel)];
+return {
+  chart: rows('#lag-chart g[data-series]').map(g => [
+    g.dataset.series, g.dataset.samples, g.querySelectorAll('circle').length,
+    g.querySelector('polyline').getAttribute('points').trim().split(/\\s+/).length,
+    text(document, `#lag-legend [data-series='${g.dataset.series}'] [data-field=last-lag]`)]),
+  hosts: Object.fromEntries(rows('tr[data-host]').map(
+    r => [r.dataset.host, text(r, '[data-field=online]')])),
+  pairs: Object.fromEntries(rows('tr[data-pair]').map(r => [r.dataset.pair, {
+    backlog: text(r, '[data-field=backlog]'), applied: text(r, '[data-field=applied]')}])),
+  subscribers: Object.fromEntries(rows('tr[data-subscriber]').map(r => [r.dataset.subscriber, {
+    position: text(r, '[data-field=position]'), text: r.innerText}])),
+  jobs: Object.fromEntries(rows('tr[data-job]').map(r => [r.dataset.job, {
+    result: text(r, '[data-field=result]'),
+    report: r.querySelector('a[data-field=report]')?.href ?? null}])),
+  rows: Object.fromEntries(rows('table[data-rows-of]').map(t => [t.dataset.rowsOf,
+    rows(`table[data-rows-of='${t.dataset.rowsOf}'] tr[data-row]`).map(
+      r => ['table', 'target', 'kind', 'key'].map(f => text(r, `[data-field=${f}]`)))])),
+};
+"""
+
+
+def _page(browser: webdriver.Chrome) -> dict[str, Any]:
+    """What one draw of the binlogsync page shows: its tables by row, and the lag chart's
+    series as drawn (samples, and how many points and dots they gave)."""
+    page: dict[str, Any] = browser.execute_script(_READ_PAGE)
+    page["chart"] = {
         key: {"samples": json.loads(samples), "dots": dots, "points": points, "last": last}
-        for key, samples, dots, points, last in found
+        for key, samples, dots, points, last in page["chart"]
     }
+    return page
 
 
 def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
@@ -329,29 +351,18 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
             # A sample with a backlog, and a later one without: the rise and the fall.
             wait.until(lambda d: any(
                 any(x[2] for x in v["samples"]) and v["samples"][-1][2] == 0
-                for v in _chart(d).values()
+                for v in _page(d)["chart"].values()
             ))  # fmt: skip
-            chart = _chart(browser)
+            page = _page(browser)
+            chart = page["chart"]
             status = _status_json(s, "--history")
-            shown_hosts = {
-                row.get_attribute("data-host"): row.find_element(
-                    By.CSS_SELECTOR, "[data-field=online]"
-                ).text
-                for row in browser.find_elements(By.CSS_SELECTOR, "tr[data-host]")
-            }
-            assert shown_hosts == {
+            assert page["hosts"] == {
                 h["name"]: "online" if h["online"] else "offline" for h in status["hosts"]
             }
             for t in status["targets"]:
-                row = browser.find_element(
-                    By.CSS_SELECTOR, f"tr[data-pair='{t['origin']}>{t['target']}']"
-                )
-                assert (
-                    int(row.find_element(By.CSS_SELECTOR, "[data-field=backlog]").text)
-                    == t["backlog"]
-                )
-                applied = row.find_element(By.CSS_SELECTOR, "[data-field=applied]").text
-                assert t["applied"]["gtid"] in applied
+                row = page["pairs"][f"{t['origin']}>{t['target']}"]
+                assert int(row["backlog"]) == t["backlog"], row
+                assert t["applied"]["gtid"] in row["applied"], row
 
             # The chart: per target and origin the hub's samples up to the page's last one,
             # each drawn as a point of the line and a dot, the legend's "now" its last lag.
@@ -371,29 +382,18 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
             subscribers = status["binlog_service"]["subscribers"]
             assert [x["server_id"] for x in subscribers] == [replica.server_id]
             for sub in subscribers:
-                row = browser.find_element(
-                    By.CSS_SELECTOR, f"tr[data-subscriber='{sub['server_id']}']"
-                )
-                assert row.find_element(By.CSS_SELECTOR, "[data-field=position]").text == (
-                    f"{sub['file']}:{sub['position']}"
-                )
-                assert sub["mode"] in row.text and sub["address"] in row.text
+                row = page["subscribers"][str(sub["server_id"])]
+                assert row["position"] == f"{sub['file']}:{sub['position']}", row
+                assert sub["mode"] in row["text"] and sub["address"] in row["text"], row
 
             # The last reconciliation: its result, its differing rows, the link to its report.
             last = json.loads(
                 (state_dir / "reconcile" / "origin" / "last-reconcile.json").read_text()
             )
-            job = browser.find_element(By.CSS_SELECTOR, "tr[data-job='origin']")
-            assert job.find_element(By.CSS_SELECTOR, "[data-field=result]").text == (
-                f"different: {last['differing_rows']} row(s) differ"
-            )
-            link = job.find_element(By.CSS_SELECTOR, "a[data-field=report]")
-            assert link.get_attribute("href") == f"{airflow.url}{summary}"
-            shown_rows = sorted(
-                tuple(r.find_element(By.CSS_SELECTOR, f"[data-field={f}]").text
-                      for f in ("table", "target", "kind", "key"))
-                for r in browser.find_elements(By.CSS_SELECTOR, "table[data-rows-of='origin'] tr[data-row]")
-            )  # fmt: skip
+            job = page["jobs"]["origin"]
+            assert job["result"] == f"different: {last['differing_rows']} row(s) differ", job
+            assert job["report"] == f"{airflow.url}{summary}", job
+            shown_rows = sorted(tuple(r) for r in page["rows"]["origin"])
             assert shown_rows == sorted(
                 (r["table"], r["target"], r["kind"], r["key"]) for r in last["rows"]
             )

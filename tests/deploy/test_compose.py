@@ -435,7 +435,7 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
 
     t = time.monotonic()
     site.compose("up", "-d")
-    site.wait_healthy(300)
+    site.wait_healthy(600)  # Airflow's first start migrates its database
     timed("up until healthy", t)
 
     # The Redis target knows a table only from its definition, which a seed brings (the
@@ -525,6 +525,16 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
             dag, run_ids[dag], "spark_reconcile" if dag == "reconcile" else dag,
             0 if dag == "reconcile" else -1,
         )  # fmt: skip
+        if results[dag]["state"] != "success":
+            # What the task's supervisor said (a heartbeat that failed, a kill): it logs to
+            # Airflow's own output, not to the task's log.
+            done = site.engine.docker("logs", "--tail", "3000", site.container("airflow"),
+                                      check=False)  # fmt: skip
+            said = (done.stdout + done.stderr).decode(errors="replace")
+            log += "\n" + "\n".join(
+                line for line in said.splitlines()
+                if any(w in line.lower() for w in ("heartbeat", "terminat", "killed", dag))
+            )[-6000:]  # fmt: skip
         assert results[dag]["state"] == "success", f"{dag} {results[dag]['state']}: {states}\n{log}"
     timed("every DAG run (trigger to the last success)", t)
     for dag in dags:

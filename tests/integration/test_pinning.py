@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -139,3 +140,56 @@ def test_quiet_origin_after_a_rotation_pins_to_its_head(
                 pinning.end(conn)
                 assert position.gtid == head
                 assert seen == _round + 1
+
+
+def _checkpoint_after_a_group(origin: Server, db: str) -> tuple[str, int, int]:
+    """A binlog file, the end of a Binlog_checkpoint event the server wrote after a group of
+    that file (after a rotation, when the file before is no longer needed for recovery), and
+    the end of the group's Xid before it."""
+    deadline = time.monotonic() + 60
+    with origin.connect(db) as conn, conn.cursor() as cur:
+        while time.monotonic() < deadline:
+            cur.execute("FLUSH BINARY LOGS")
+            for _ in range(5):
+                cur.execute("INSERT INTO t VALUES ()")
+                conn.commit()
+            cur.execute("SHOW MASTER STATUS")
+            file = str(cur.fetchone()[0])
+            cur.execute("SHOW BINLOG EVENTS IN %s", (file,))
+            events = [(str(kind), int(end)) for _f, _p, kind, _s, end, *_ in cur.fetchall()]
+            for (kind, end), (after, after_end) in zip(events, events[1:], strict=False):
+                if kind == "Xid" and after == "Binlog_checkpoint":
+                    return file, after_end, end
+    raise AssertionError("no binlog checkpoint event after a group within 60 s")
+
+
+def test_a_commit_point_at_a_checkpoint_after_a_group_is_settled_before_it_is_believed(
+    origin: Server, dbname: str
+) -> None:
+    # The checkpoint's write sets the commit point past its end whether or not the group
+    # before it has committed; before the fix a state holding that group was believed at once
+    # (a seed chunk's lower bound named a transaction its snapshot lacked, once in CI).
+    create([origin], dbname, "CREATE TABLE t (id BIGINT AUTO_INCREMENT PRIMARY KEY)")
+    file, checkpoint_end, xid_end = _checkpoint_after_a_group(origin, dbname)
+    with origin.connect() as conn, conn.cursor() as cur:
+        state = pinning._state_at(cur, file, checkpoint_end)
+        assert state is not None
+        assert pinning._ends_at_checkpoint(conn, cur, file, checkpoint_end)
+        assert not pinning._ends_at_checkpoint(conn, cur, file, xid_end)
+        assert pinning._settled(conn, cur, file, xid_end, state)  # a group's commit: exact
+        started = time.monotonic()
+        assert not pinning._settled(conn, cur, file, checkpoint_end, state)
+        deadline = started + 10
+        while not pinning._settled(conn, cur, file, checkpoint_end, state):
+            assert time.monotonic() < deadline, "a checkpoint's commit point never settled"
+            time.sleep(0.02)
+        assert time.monotonic() - started >= pinning._SETTLE
+    # Without BINLOG MONITOR (no SHOW BINLOG EVENTS) the event is told by its length.
+    with origin.connect() as conn, conn.cursor() as cur:
+        cur.execute("CREATE USER IF NOT EXISTS 'ckpt_reader'@'127.0.0.1' IDENTIFIED BY 'pw'")
+    reader = dataclasses.replace(origin, user="ckpt_reader", password="pw")
+    with reader.connect() as conn, conn.cursor() as cur:
+        with pytest.raises(pymysql.err.OperationalError, match="BINLOG MONITOR"):
+            cur.execute("SHOW BINLOG EVENTS IN %s LIMIT 1", (file,))
+        assert pinning._ends_at_checkpoint(conn, cur, file, checkpoint_end)
+        assert not pinning._ends_at_checkpoint(conn, cur, file, xid_end)

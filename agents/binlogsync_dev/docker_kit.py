@@ -138,7 +138,18 @@ class Engine:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
         self.proc = None
+        _unmount_under(self.run_dir)
         shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _unmount_under(path: Path) -> None:
+    """Unmount what is mounted below `path`, deepest first: dockerd can exit with its exec
+    root's network namespace still mounted (an nsfs at exec/netns/default), which neither
+    rmtree nor anyone after removes."""
+    prefix = f"{path}/"
+    points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    for point in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False, timeout=30)
 
 
 @contextlib.contextmanager

@@ -29,3 +29,5 @@ def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
             box.stop()
             if kept is None:
                 shutil.rmtree(root, ignore_errors=True)
+    # Nothing of the engine is left: no socket, no exec root, no namespace mounted there.
+    assert not box.run_dir.exists(), f"{box.run_dir} left after dockerd stopped"

@@ -14,6 +14,10 @@ on all three; only then do the agents start, at the origin's current position.
    again for `seconds`, then both are started together; the backlog's transactions (origin
    GTIDs) and row changes (4 single-row changes per oltp_write_only transaction) divided by the seconds until each is equal
    give the catch-up rates.
+3. Backlog, each draining alone: both stopped again, sysbench runs again for `seconds`; the
+   target agent is started (from cold: its start-up counts) and timed until the target is
+   equal, then the replica's SQL thread is started and timed until the replica is equal. No
+   drain shares the two cores with the other, as an outside test measures them.
 
 CPU per transaction: utime+stime of each agent process (/proc/PID/stat) from the start of the
 live load until both are equal again, divided by the transactions sysbench committed. After
@@ -97,6 +101,10 @@ class Run:
     ours_backlog_rows_s: float
     native_backlog_rows_s: float
     catchup_ratio: float  # ours_backlog_tps / native_backlog_tps
+    alone_backlog_transactions: int  # phase 3: each draining alone, one after the other
+    ours_alone_s: float  # target agent started (cold) → target equal
+    native_alone_s: float  # SQL thread started → replica equal
+    alone_ratio: float  # native_alone_s / ours_alone_s
     cpu_us_per_tx: dict[str, float]
     equal: bool
     load_seconds: float  # the live load's length, as run
@@ -285,19 +293,26 @@ class LagSampler:
             raise RuntimeError(f"lag sampling failed: {self.error}") from self.error
 
 
-def wait_equal(origin: Server, target: Server, replica: Server, timeout: float) -> dict[str, float]:
-    """time.monotonic() at which the target and the replica each reached the origin's GTID
-    now (polled every 10 ms: finer polling would slow the target)."""
+def wait_equal(
+    origin: Server,
+    target: Server,
+    replica: Server,
+    timeout: float,
+    which: tuple[str, ...] = ("ours", "native"),
+) -> dict[str, float]:
+    """time.monotonic() at which the target ("ours") and the replica ("native"), those named
+    in `which`, each reached the origin's GTID now (polled every 10 ms: finer polling would
+    slow the target)."""
     with origin.connect() as conn, conn.cursor() as cur:
         want = _origin_seq(cur)
     positions = Positions(target, replica)
     done: dict[str, float] = {}
     deadline = time.monotonic() + timeout
     try:
-        while len(done) < 2:
-            if "ours" not in done and positions.ours() >= want:
+        while len(done) < len(which):
+            if "ours" in which and "ours" not in done and positions.ours() >= want:
                 done["ours"] = time.monotonic()
-            if "native" not in done and positions.native() >= want:
+            if "native" in which and "native" not in done and positions.native() >= want:
                 done["native"] = time.monotonic()
             if time.monotonic() > deadline:
                 raise TimeoutError(
@@ -402,6 +417,29 @@ def measure(
             f"native {native_s:.1f} s",
             flush=True,
         )
+
+    # 3. backlog, each draining alone
+    site.stop("target")
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("STOP SLAVE SQL_THREAD")
+    with origin.connect() as conn, conn.cursor() as cur:
+        seq_before = _origin_seq(cur)
+    _run_sysbench(load)
+    with origin.connect() as conn, conn.cursor() as cur:
+        alone = _origin_seq(cur) - seq_before
+    started = time.monotonic()
+    site.start("target")
+    ours_alone_s = wait_equal(origin, target, replica, timeout, ("ours",))["ours"] - started
+    with replica.connect() as conn, conn.cursor() as cur:
+        started = time.monotonic()
+        cur.execute("START SLAVE SQL_THREAD")
+    native_alone_s = wait_equal(origin, target, replica, timeout, ("native",))["native"] - started
+    if progress:
+        print(
+            f"  backlog of {alone:,} transactions, each draining alone: ours {ours_alone_s:.1f} s "
+            f"(its start included), native {native_alone_s:.1f} s",
+            flush=True,
+        )
     sums = [_checksums(s, args.tables) for s in (origin, target, replica)]
     ours_tps = backlog / max(ours_s, 1e-3)
     native_tps = backlog / max(native_s, 1e-3)
@@ -426,6 +464,10 @@ def measure(
         ours_backlog_rows_s=round(backlog_rows / max(ours_s, 1e-3), 1),
         native_backlog_rows_s=round(backlog_rows / max(native_s, 1e-3), 1),
         catchup_ratio=round(ours_tps / native_tps, 3),
+        alone_backlog_transactions=alone,
+        ours_alone_s=round(ours_alone_s, 2),
+        native_alone_s=round(native_alone_s, 2),
+        alone_ratio=round(native_alone_s / max(ours_alone_s, 1e-3), 3),
         cpu_us_per_tx=cpu,
         equal=sums[0] == sums[1] == sums[2],
         load_seconds=round(end - load_start, 2),
@@ -503,6 +545,7 @@ def summary(runs: list[Run]) -> dict[str, Any]:
     goals = {
         "lag_p99": median["ours_lag_p99"] <= median["native_lag_p99"] + GOAL_LAG_MARGIN_S,
         "catchup_ratio": median["catchup_ratio"] >= GOAL_CATCHUP_RATIO,
+        "alone_ratio": median["alone_ratio"] >= GOAL_CATCHUP_RATIO,
         **{f"cpu_{name}": median["cpu_us_per_tx"][name] <= GOAL_CPU_US for name in AGENTS},
     }
     return {"median": median, "goals": goals, "equal": all(r.equal for r in runs)}
@@ -621,6 +664,9 @@ def render(runs: list[Run], args: argparse.Namespace, png: Path) -> str:
             True,
             f"{i7['ours_backlog_rows_s']:,.0f} / {i7['native_backlog_rows_s']:,.0f}",
         ),
+        f"backlog: {m['alone_backlog_transactions']:,.0f} transactions; each draining alone, "
+        "ours first (the target agent's start included), then native",
+        row("backlog catch-up alone, s", m["ours_alone_s"], m["native_alone_s"], ".1f", False, ""),
         "CPU per sysbench transaction (live load until equal), µs: "
         + ", ".join(f"{_label(name)} {cpu[name]:.0f}" for name in AGENTS),
         "",
@@ -629,6 +675,8 @@ def render(runs: list[Run], args: argparse.Namespace, png: Path) -> str:
         f"{m['native_lag_p99'] + GOAL_LAG_MARGIN_S:.2f}  {_ok(g['lag_p99'])}",
         f"  catch-up >= {GOAL_CATCHUP_RATIO:.0f}x native: {m['catchup_ratio']:.2f}x  "
         f"{_ok(g['catchup_ratio'])}",
+        f"  catch-up >= {GOAL_CATCHUP_RATIO:.0f}x native, each draining alone: "
+        f"{m['alone_ratio']:.2f}x  {_ok(g['alone_ratio'])}",
         *(
             f"  {_label(name)} <= {GOAL_CPU_US:.0f} µs CPU per transaction: {cpu[name]:.0f} µs  "
             f"{_ok(g['cpu_' + name])}"

@@ -35,6 +35,10 @@ FIGURES = {
     "ours_backlog_rows_s",
     "native_backlog_rows_s",
     "catchup_ratio",
+    "alone_backlog_transactions",
+    "ours_alone_s",
+    "native_alone_s",
+    "alone_ratio",
 }
 
 
@@ -78,6 +82,9 @@ def test_bench_oltp_reports_every_figure_and_draws_the_lag_curves(short_tmp: Pat
     assert all(v > 0 for v in median["cpu_us_per_tx"].values())
     assert median["transactions"] > 0 and median["backlog_transactions"] > 0
     assert median["ours_backlog_tps"] > 0 and median["native_backlog_tps"] > 0
+    assert median["alone_backlog_transactions"] > 0
+    assert median["ours_alone_s"] > 0 and median["native_alone_s"] > 0
+    assert set(report["goals"]) >= {"catchup_ratio", "alone_ratio"}
     assert set(report["goals"]) == {
         "lag_p99", "catchup_ratio", "cpu_origin", "cpu_hub", "cpu_target",
     }  # fmt: skip

@@ -216,8 +216,8 @@ def _ends_at_checkpoint(conn: Any, cur: Any, file: str, offset: int) -> bool:
     try:
         cur.execute(f"SHOW BINLOG EVENTS IN %s FROM {int(start)} LIMIT 1", (file,))
         row = cur.fetchone()
-    except pymysql.err.OperationalError as exc:
-        if exc.args[0] != _ACCESS_DENIED:
+    except pymysql.err.MySQLError as exc:
+        if not exc.args or exc.args[0] != _ACCESS_DENIED:
             return False  # not an event's start ("wrong offset"): no checkpoint ends there
         return _state_at(cur, file, start) is not None
     return row is not None and row[2] == "Binlog_checkpoint" and int(row[4]) == offset

@@ -346,6 +346,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def _queue_backlog(site: LocalSite, origin: Server, replica: Server, load: list[str]) -> int:
+    """Stop the target agent and the replica's SQL thread, run the load again: the number of
+    transactions both now have to apply."""
+    site.stop("target")
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("STOP SLAVE SQL_THREAD")
+    with origin.connect() as conn, conn.cursor() as cur:
+        seq_before = _origin_seq(cur)
+    _run_sysbench(load)
+    with origin.connect() as conn, conn.cursor() as cur:
+        return _origin_seq(cur) - seq_before
+
+
 def measure(
     site: LocalSite,
     origin: Server,
@@ -395,14 +408,7 @@ def measure(
         )
 
     # 2. backlog
-    site.stop("target")
-    with replica.connect() as conn, conn.cursor() as cur:
-        cur.execute("STOP SLAVE SQL_THREAD")
-    with origin.connect() as conn, conn.cursor() as cur:
-        seq_before = _origin_seq(cur)
-    _run_sysbench(load)
-    with origin.connect() as conn, conn.cursor() as cur:
-        backlog = _origin_seq(cur) - seq_before
+    backlog = _queue_backlog(site, origin, replica, load)
     backlog_rows = ROWS_PER_TX * backlog
     with replica.connect() as conn, conn.cursor() as cur:
         started = time.monotonic()
@@ -419,14 +425,7 @@ def measure(
         )
 
     # 3. backlog, each draining alone
-    site.stop("target")
-    with replica.connect() as conn, conn.cursor() as cur:
-        cur.execute("STOP SLAVE SQL_THREAD")
-    with origin.connect() as conn, conn.cursor() as cur:
-        seq_before = _origin_seq(cur)
-    _run_sysbench(load)
-    with origin.connect() as conn, conn.cursor() as cur:
-        alone = _origin_seq(cur) - seq_before
+    alone = _queue_backlog(site, origin, replica, load)
     started = time.monotonic()
     site.start("target")
     ours_alone_s = wait_equal(origin, target, replica, timeout, ("ours",))["ours"] - started

@@ -521,11 +521,12 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
     for dag in dags:
         results[dag] = api.wait_run(dag, run_ids[dag], 900)
         states = api.task_states(dag, run_ids[dag])
-        log = "" if results[dag]["state"] == "success" else api.task_log(
-            dag, run_ids[dag], "spark_reconcile" if dag == "reconcile" else dag,
-            0 if dag == "reconcile" else -1,
-        )  # fmt: skip
+        log = ""
         if results[dag]["state"] != "success":
+            log = api.task_log(
+                dag, run_ids[dag], "spark_reconcile" if dag == "reconcile" else dag,
+                0 if dag == "reconcile" else -1,
+            )  # fmt: skip
             # What the task's supervisor said (a heartbeat that failed, a kill): it logs to
             # Airflow's own output, not to the task's log.
             done = site.engine.docker("logs", "--tail", "3000", site.container("airflow"),

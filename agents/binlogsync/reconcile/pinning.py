@@ -177,18 +177,20 @@ def _settled(conn: Any, cur: Any, file: str, offset: int, state: str) -> bool:
     transaction of `state` that was committed, holds all of them: yes when `state` has a
     transaction of `file` and the commit point is not a checkpoint's end (it is a group
     commit's), or when it has been the same point for `_SETTLE` seconds."""
-    server = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}"
+    server = _server(conn)
     if (server, file) not in _starts:  # a file's start never changes: one query per file
         _starts[(server, file)] = _state_at(cur, file, 4)
         _forget_oldest(_starts)
     start = _starts[(server, file)]
     if start is None:
         return True  # the file is gone: the caller's state is computed, nothing to wait for
-    if _beyond(state, start) and not _ends_at_checkpoint(conn, cur, file, offset):
-        return True
-    number = file.rpartition(".")[2]
-    if not _beyond(state, start) and (not number.isdigit() or int(number) <= 1):
-        return True  # the server's first file: no rotation, so nothing waits to commit
+    if _beyond(state, start):
+        if not _ends_at_checkpoint(conn, cur, file, offset):
+            return True
+    else:
+        number = file.rpartition(".")[2]
+        if not number.isdigit() or int(number) <= 1:
+            return True  # the server's first file: no rotation, so nothing waits to commit
     now = time.monotonic()
     first = _settling.setdefault((server, file, state), now)
     _forget_oldest(_settling)
@@ -198,6 +200,7 @@ def _settled(conn: Any, cur: Any, file: str, offset: int, state: str) -> bool:
 # A Binlog_checkpoint event: the common header, the name's length, the name, its checksum.
 _EVENT_HEADER, _CHECKPOINT_NAME_LENGTH = 19, 4
 _checksums: dict[str, int] = {}  # server → the bytes of an event's checksum (0 or 4)
+_ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: SHOW BINLOG EVENTS needs BINLOG MONITOR
 
 
 def _ends_at_checkpoint(conn: Any, cur: Any, file: str, offset: int) -> bool:
@@ -206,7 +209,7 @@ def _ends_at_checkpoint(conn: Any, cur: Any, file: str, offset: int) -> bool:
     allows it; without BINLOG MONITOR, BINLOG_GTID_POS says whether a checkpoint's length
     before `offset` is an event's start (it answers only at event boundaries, and nothing else
     ending where a commit point is has that length: a group ends with its 31-byte Xid)."""
-    server = f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}"
+    server = _server(conn)
     if server not in _checksums:
         cur.execute("SELECT @@binlog_checksum")
         _checksums[server] = 0 if str(cur.fetchone()[0]).upper() == "NONE" else 4
@@ -223,7 +226,9 @@ def _ends_at_checkpoint(conn: Any, cur: Any, file: str, offset: int) -> bool:
     return row is not None and row[2] == "Binlog_checkpoint" and int(row[4]) == offset
 
 
-_ACCESS_DENIED = 1227  # ER_SPECIFIC_ACCESS_DENIED_ERROR: SHOW BINLOG EVENTS needs BINLOG MONITOR
+def _server(conn: Any) -> str:
+    """The key the per-server memories (file starts, settling points, checksums) use."""
+    return f"{getattr(conn, 'host', '')}:{getattr(conn, 'port', '')}"
 
 
 def _forget_oldest(remembered: dict[Any, Any]) -> None:

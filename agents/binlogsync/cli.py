@@ -271,6 +271,16 @@ def cmd_reconcile_server(args: argparse.Namespace) -> int:
     return serve(Path(args.socket), args.master, args.conf, args.class_cache)
 
 
+def cmd_spark_class_archive(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .reconcile.sparkapp import write_class_archive
+
+    archive = write_class_archive(Path(args.class_cache).expanduser(), os.environ)
+    print(f"the Spark driver's class archive: {archive} ({archive.stat().st_size:,} bytes)")
+    return 0
+
+
 def cmd_spark_package(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -529,6 +539,20 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     s.add_argument("--out", default=".", help="the zip's path, or a folder to write it in")
     s.set_defaults(func=cmd_spark_package)
+
+    s = command(
+        "spark-class-archive",
+        "write the Spark driver's class-data-sharing archive now (an image's build, a host's "
+        "set-up), so that no reconciliation's driver writes it as its JVM exits: a local Spark "
+        "application that loads what a run's driver loads, then exits",
+    )
+    s.add_argument(
+        "--class-cache",
+        default="~/.cache/binlogsync/spark-cds",
+        metavar="DIR",
+        help="the folder reconcile's --class-cache names (its default here too)",
+    )
+    s.set_defaults(func=cmd_spark_class_archive)
 
     return p
 

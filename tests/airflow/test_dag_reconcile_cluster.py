@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from airflowkit import run_dag, site_env
+from binlogsync.reconcile.sparkapp import EXECUTOR_JVM_OPTIONS
 from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.sandbox import Server
 from sitekit import create, site, wait_equal
@@ -93,4 +94,7 @@ def test_the_dag_runs_on_a_standalone_cluster_and_no_password_leaks(
         environment = spark_cluster.application_text(app_id, "environment")
         assert ".pw" in environment  # the files went as --files, by path
         assert password not in environment
+        # spark-submit's driver gave the executors the JVM options of a run's short life
+        properties = dict(json.loads(environment)["sparkProperties"])
+        assert EXECUTOR_JVM_OPTIONS in properties["spark.executor.extraJavaOptions"]
         assert not (out.parent / f"{out.name}.secrets").exists()  # removed after the run

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from binlogsync.reconcile.sparkapp import EXECUTOR_JVM_OPTIONS
 from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.sandbox import Server
 from reconcile_kit import execute, make_table
@@ -71,6 +72,9 @@ def test_a_standalone_cluster_without_binlogsync_on_its_workers_names_every_row(
     assert sum(e["totalTasks"] for e in workers) > 0 and all(e["failedTasks"] == 0 for e in workers)
     # The report's rows were written by Spark, partitioned by table.
     assert list((out / "rows.parquet").glob(f"table={dbname}.t/*.parquet"))
+    # The executors, started for this one run, got JVM options for a short life.
+    properties = dict(spark_cluster.application(app_id, "environment")["sparkProperties"])
+    assert EXECUTOR_JVM_OPTIONS in properties["spark.executor.extraJavaOptions"], properties
 
 
 START_AND_WARM = """

@@ -12,10 +12,15 @@ master is given, spark-submit's when the job runs under spark-submit, or any mas
                     (measured on 2 cores: 9.5 s -> 4.8 s for start-up, a join and a Parquet
                     write). A JVM that cannot use the archive (another Java, another Spark)
                     starts without it; the archive's name holds what it was made with.
+                    `write_class_archive` makes it ahead of the first run (an image's
+                    build): a first run that writes it as its JVM exits takes seconds
+                    longer (a minute for two at once on a busy 2-core host).
 
 In local mode the driver also stays on loopback, without a web UI, with a JVM tuned to start
 rather than to run long (C1 only, a serial GC: it schedules tasks, the databases do the
-hashing). Under spark-submit the JVM already runs: its conf is taken as it is.
+hashing). A cluster's executors get the same JVM options unless the run's conf names others:
+they too live for one run, and their tasks' work is Python's and the databases'. Under
+spark-submit the JVM already runs: its conf is taken as it is.
 """
 
 from __future__ import annotations
@@ -41,6 +46,9 @@ LOCAL_MASTER = "local[*]"
 # The driver JVM only schedules tasks: its quick compiler and a serial GC start it sooner
 # and leave the CPU to the databases (measured on 2 cores).
 DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# A cluster's executors, started for one run, likewise (each starts a JVM on a worker: in the
+# compose site two at once took 45 s to start beside their drivers).
+EXECUTOR_JVM_OPTIONS = DRIVER_JVM_OPTIONS
 # A JVM that cannot map an archive says so on stderr at every start; the archive is a cache.
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -107,6 +115,45 @@ class ClassCache:
             pass
 
 
+def write_class_archive(folder: Path, environ: MutableMapping[str, str]) -> Path:
+    """Write the driver's class archive (ClassCache) into `folder` now, ahead of the first
+    run: a local application that loads what a run's driver loads (the SparkContext, the
+    Python workers, Spark SQL's join and a Parquet write) and exits. Its path; a
+    SparkUnavailable when Spark cannot start or the JVM wrote no archive."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReconcileError(
+            f"cannot make the class archive's folder {folder}: {exc.strerror or exc}",
+            "name a folder this user can write (--class-cache DIR)",
+        ) from exc
+    java = java_command(environ)
+    if java is not None:
+        made = _class_cache(folder, java, _pyspark()).archive
+        if made.is_file():
+            return made  # by an earlier call or a run
+    start = SparkStart(SparkSettings("local[1]", (), folder), environ)
+    try:
+        session = start.session()
+        with tempfile.TemporaryDirectory(prefix="binlogsync-cds-") as scratch:
+            frame = session.createDataFrame([(0, "shop.t", 1)], "k int, table string, h long")
+            frame.write.partitionBy("table").parquet(f"{scratch}/rows.parquet")
+    finally:
+        start.stop(wait=True)
+    if start._cache is None or not start._cache.archive.is_file():
+        raise SparkUnavailable(
+            f"the Spark driver's JVM wrote no class archive into {folder}",
+            "check that the folder is writable and Java is 17 or later",
+        )
+    return start._cache.archive
+
+
+def _class_cache(folder: Path, java: str, pyspark: Any) -> ClassCache:
+    return ClassCache(folder, java, os.path.dirname(pyspark.__file__), str(pyspark.__version__))
+
+
 def java_command(environ: MutableMapping[str, str]) -> str | None:
     """The `java` Spark's scripts will run: $JAVA_HOME/bin/java, else the one on PATH."""
     home = environ.get("JAVA_HOME")
@@ -169,10 +216,7 @@ class SparkStart:
             self.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         options = DRIVER_JVM_OPTIONS
         if self.settings.class_cache is not None:
-            home = os.path.dirname(pyspark.__file__)
-            self._cache = ClassCache(
-                self.settings.class_cache, java, home, str(pyspark.__version__)
-            )
+            self._cache = _class_cache(self.settings.class_cache, java, pyspark)
             options = f"{options} {self._cache.options()}".strip()
         self.environ.setdefault(
             "PYSPARK_SUBMIT_ARGS", f"--driver-java-options '{options}' pyspark-shell"
@@ -335,6 +379,8 @@ def _context(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
         # The report's Parquet without a .crc file beside every file.
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     }
+    if not is_local(effective):
+        defaults["spark.executor.extraJavaOptions"] = EXECUTOR_JVM_OPTIONS
     if is_local(effective):
         # One machine: no web UI to start (saves a second), and stay on loopback.
         defaults.update(

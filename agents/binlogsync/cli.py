@@ -524,12 +524,7 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
     s.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration"
     )
-    s.add_argument(
-        "--class-cache",
-        default="~/.cache/binlogsync/spark-cds",
-        metavar="DIR",
-        help="the driver JVM's class-data-sharing archive ('none' for none)",
-    )
+    _class_cache_argument(s, "the driver JVM's class-data-sharing archive ('none' for none)")
     s.set_defaults(func=cmd_reconcile_server)
 
     s = command(
@@ -546,15 +541,17 @@ def parser(only: str | None = None) -> argparse.ArgumentParser:
         "set-up), so that no reconciliation's driver writes it as its JVM exits: a local Spark "
         "application that loads what a run's driver loads, then exits",
     )
-    s.add_argument(
-        "--class-cache",
-        default="~/.cache/binlogsync/spark-cds",
-        metavar="DIR",
-        help="the folder reconcile's --class-cache names (its default here too)",
-    )
+    _class_cache_argument(s, "the folder reconcile's --class-cache names")
     s.set_defaults(func=cmd_spark_class_archive)
 
     return p
+
+
+def _class_cache_argument(s: argparse.ArgumentParser, help: str) -> None:
+    # reconcile.options.CLASS_CACHE, not imported: building the parser imports no Spark code
+    s.add_argument(
+        "--class-cache", default="~/.cache/binlogsync/spark-cds", metavar="DIR", help=help
+    )
 
 
 def _command(argv: Sequence[str]) -> str:

@@ -47,7 +47,7 @@ from binlogsync_dev.docker_kit import CACHE, ROOT, Engine, debian_image
 from binlogsync_dev.localsite import wait_until
 from binlogsync_dev.sandbox import free_port
 
-pytestmark = [pytest.mark.deploy, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.deploy, pytest.mark.timeout(3000)]
 
 COMPOSE_DIR = ROOT / "deploy" / "compose"
 PROJECT = "bls-compose-test"
@@ -549,7 +549,7 @@ def test_compose_site(engine: Engine, site: Site, tmp_path: Path) -> None:
         try:
             # alone about 250 s (reconcile's two Spark applications on two cores); beside
             # the rest of the suite several times that
-            results[dag] = api.wait_run(dag, run_ids[dag], 1800)
+            results[dag] = api.wait_run(dag, run_ids[dag], 1500)
         except TimeoutError as exc:
             pytest.fail(f"{exc}\n{dag_evidence(api, site, dag, run_ids[dag])}")
         if results[dag]["state"] != "success":

@@ -49,6 +49,7 @@ DRIVER_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # A cluster's executors, started for one run, likewise (each starts a JVM on a worker: in the
 # compose site two at once took 45 s to start beside their drivers).
 EXECUTOR_JVM_OPTIONS = DRIVER_JVM_OPTIONS
+ARCHIVE_TIMEOUT = 1800.0  # write_class_archive's wait for the JVM writing the archive
 # A JVM that cannot map an archive says so on stderr at every start; the archive is a cache.
 QUIET_CDS = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 
@@ -119,7 +120,8 @@ def write_class_archive(folder: Path, environ: MutableMapping[str, str]) -> Path
     """Write the driver's class archive (ClassCache) into `folder` now, ahead of the first
     run: a local application that loads what a run's driver loads (the SparkContext, the
     Python workers, Spark SQL's join and a Parquet write) and exits. Its path; a
-    SparkUnavailable when Spark cannot start or the JVM wrote no archive."""
+    SparkUnavailable when Spark cannot start or the JVM wrote no archive. `environ` (the
+    process's, which PySpark launches the JVM with) loses PYSPARK_SUBMIT_ARGS."""
     import tempfile
 
     try:
@@ -134,6 +136,9 @@ def write_class_archive(folder: Path, environ: MutableMapping[str, str]) -> Path
         made = _class_cache(folder, java, _pyspark()).archive
         if made.is_file():
             return made  # by an earlier call or a run
+    # Launch options inherited from a caller (PySpark's own variable, which SparkStart leaves
+    # as it finds it) would keep the options that write the archive out of the JVM.
+    environ.pop("PYSPARK_SUBMIT_ARGS", None)
     start = SparkStart(SparkSettings("local[1]", (), folder), environ)
     try:
         session = start.session()
@@ -141,7 +146,9 @@ def write_class_archive(folder: Path, environ: MutableMapping[str, str]) -> Path
             frame = session.createDataFrame([(0, "shop.t", 1)], "k int, table string, h long")
             frame.write.partitionBy("table").parquet(f"{scratch}/rows.parquet")
     finally:
-        start.stop(wait=True)
+        # writing the archive is what this is for: 54 s on a quiet 2-core machine, minutes
+        # on a busy one (a run's driver gives up after 120 s)
+        start.stop(wait=True, exit_timeout=ARCHIVE_TIMEOUT)
     if start._cache is None or not start._cache.archive.is_file():
         raise SparkUnavailable(
             f"the Spark driver's JVM wrote no class archive into {folder}",
@@ -276,10 +283,11 @@ class SparkStart:
             "check the master URL, Java (17 or later) and the Spark log above",
         ) from self._error
 
-    def stop(self, wait: bool = True) -> None:
+    def stop(self, wait: bool = True, exit_timeout: float = 120) -> None:
         """Stop the application. When this process launched the JVM: wait for it to exit,
         or, with `wait` False (a command about to exit), only when it writes the class
-        archive as it exits."""
+        archive as it exits; a JVM not gone after `exit_timeout` seconds is killed (a run's
+        archive is only a cache)."""
         self._thread.join()
         if self._context is None or not self._owner:
             if self._cache is not None:
@@ -309,7 +317,7 @@ class SparkStart:
                 proc.stdin.close()
             if wait:  # (a JVM writing the class archive does so as it exits)
                 try:
-                    proc.wait(timeout=120)
+                    proc.wait(timeout=exit_timeout)
                 except Exception:  # noqa: BLE001 - a JVM that does not exit is killed
                     proc.kill()
         if self._cache is not None:

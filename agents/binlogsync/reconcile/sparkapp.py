@@ -387,8 +387,6 @@ def _context(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
         # The report's Parquet without a .crc file beside every file.
         "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
     }
-    if not is_local(effective):
-        defaults["spark.executor.extraJavaOptions"] = EXECUTOR_JVM_OPTIONS
     if is_local(effective):
         # One machine: no web UI to start (saves a second), and stay on loopback.
         defaults.update(
@@ -398,6 +396,8 @@ def _context(settings: SparkSettings, environ: MutableMapping[str, str]) -> Any:
                 "spark.driver.bindAddress": "127.0.0.1",
             }
         )
+    else:
+        defaults["spark.executor.extraJavaOptions"] = EXECUTOR_JVM_OPTIONS
     explicit = dict(settings.conf)
     for key, value in defaults.items():
         if key not in explicit and not given.contains(key):

@@ -136,12 +136,22 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
 
         _promote(replica)
         with rows_writer(replica, dbname, 1_000_000) as second:
-            wait_until(
-                lambda: _count(target, dbname, "WHERE id >= 1000000") > 200,
-                90,
-                0.05,
-                "rows written on the new primary reaching the target",
-            )
+
+            def arrived() -> bool:
+                assert second.error is None, f"the writer on the new primary: {second.error!r}"
+                return _count(target, dbname, "WHERE id >= 1000000") > 200
+
+            try:
+                wait_until(arrived, 90, 0.05, "rows written on the new primary reaching the target")
+            except TimeoutError as exc:
+                written = _count(replica, dbname, "WHERE id >= 1000000")
+                status = fetch_status(str(s.agents["hub"].config), timeout=5)
+                raise AssertionError(
+                    f"{exc}: {written} written there ({second.done} turns), "
+                    f"{_count(target, dbname, 'WHERE id >= 1000000')} on the target; "
+                    f"the replica's @@gtid_binlog_pos {origin_gtid(replica)}; "
+                    f"the hub's status {status}\n{s.logs()}"
+                ) from None
         assert second.error is None, second.error
         assert f"to 127.0.0.1:{replica.port}" in _log(s, "origin")
 

@@ -324,7 +324,8 @@ def test_purged_binlog_blocks_the_target_reseed_needed(
         # The origin goes on (other targets would get its changes), the target gets none.
         wait_until(lambda: _status(s)["origins"][0]["head"]["gtid"] == gtid, 30, 0.05, "hub head")
         status = _status(s)
-        assert status["origins"][0]["halted"] is None, status["origins"]
+        halted = status["origins"][0]["halted"]
+        assert halted is None, f"{halted}\n{s.logs()}"
         assert {h["name"]: h["online"] for h in status["hosts"]}[target.name] is True
         assert _checkpoint(target) == before
         assert _count(target, dbname) == 30

@@ -45,7 +45,9 @@ serve that too and still send its GTID events, as the library announces
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -185,7 +187,14 @@ class BinlogReader:
 
     # -- public ----------------------------------------------------------------------------
     def stop(self) -> None:
+        """From another thread: end `transactions()` soon. Shutting the stream's socket wakes
+        a read that waits for the server (a quiet binlog sends only heartbeats)."""
         self._stopping.set()
+        connection = getattr(self._stream, "_stream_connection", None)
+        sock = getattr(connection, "_sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._stopping.set()

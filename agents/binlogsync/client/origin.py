@@ -8,9 +8,13 @@ Only full BATCHes are pipelined: while one is unacknowledged, a partial one wait
 to the hub instead of one transaction — a round trip of latency at most, and a quiet stream
 (nothing in flight) ships at once.
 After a reconnect the capture restarts from the position the hub says it holds durably; what
-was in flight is simply read again and the hub drops the duplicates. A restart never waits
-for the old capture thread: each run has a generation, and what an old run still produces is
-dropped.
+was in flight is simply read again and the hub drops the duplicates. A restart never blocks
+the agent's loop: each run has a generation, and what an old run still produces is dropped.
+The new run's thread does wait for the old one's to end before it connects (at most
+PREVIOUS_WAIT): both read the binlog with one server_id, so the server lets only one of them
+stay, and python-mysql-replication reconnects a dropped stream by itself. The two used to
+take turns throwing each other out, and the new one halted on MySQL error 4052 ("A slave
+with the same server_uuid/server_id as this slave has connected").
 
 Capture halts — it does not skip — at what it must not pass by itself (CaptureHalted from the
 reader, a part too large for a message, a position the binlog no longer has). The role keeps
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +52,9 @@ from ..transport.link import HubLink
 log = logging.getLogger("binlogsync.origin")
 
 WINDOW = 8  # unacknowledged BATCH messages
+# A stopped reader's thread ends at its next event or heartbeat (1 s), at once when its
+# socket is shut (BinlogReader.stop); past its read timeout (10 s) and a connect (5 s) at worst.
+PREVIOUS_WAIT = 20.0
 BATCH_BYTES = 4 * 1024 * 1024  # bodies per BATCH (one larger body still goes alone)
 _OUTBOX_ITEMS = 20_000  # captured items waiting to be shipped …
 _OUTBOX_BYTES = 32 * 1024 * 1024  # … and their bytes: the reader waits beyond either
@@ -70,9 +78,12 @@ class Capture(RunLoop):
 
     name = "capture"
 
-    def __init__(self, role: OriginRole, resume: Position, generation: int) -> None:
+    def __init__(
+        self, role: OriginRole, resume: Position, generation: int, previous: Capture | None
+    ) -> None:
         super().__init__()
         self.role, self.resume, self.generation = role, resume, generation
+        self.previous = previous  # the run before, stopped: its reader must be gone first
         self.reader: BinlogReader | None = None
 
     def stop(self) -> None:
@@ -89,6 +100,8 @@ class Capture(RunLoop):
         position = self.resume
         checked = False
         limit = role.max_message_bytes - FRAME_ROOM
+        if not self._previous_ended():
+            return 0
         while not self.stopping:
             try:
                 if not checked:
@@ -138,6 +151,23 @@ class Capture(RunLoop):
                     self.reader.close()
                     self.reader = None
         return 0
+
+    def _previous_ended(self) -> bool:
+        """Wait for the run before this one to end (module doc); False: this one was stopped."""
+        previous, self.previous = self.previous, None
+        if previous is None:
+            return True
+        deadline = time.monotonic() + PREVIOUS_WAIT
+        while not previous.join(0.05):
+            if self.stopping:
+                return False
+            if time.monotonic() > deadline:
+                log.warning(
+                    "the previous capture run has not ended after %.0f s; starting anyway",
+                    PREVIOUS_WAIT,
+                )
+                break
+        return not self.stopping
 
     def _by_gtid(self, position: Position) -> Position:
         """A binlog file position on a server with MariaDB GTIDs (stored by an older version)
@@ -218,7 +248,9 @@ class OriginRole:
 
     # -- the capture thread --------------------------------------------------------------------
     def start(self, resume: Position) -> None:
-        """(Re)start capture after `resume`; never waits for the previous run to end."""
+        """(Re)start capture after `resume`; never waits here for the previous run to end
+        (its successor's thread does, module doc)."""
+        previous = self.capture
         self.stop()
         with self._lock:
             self.generation += 1
@@ -230,7 +262,7 @@ class OriginRole:
             self.stalled = False
             self.inflight.clear()
             self.first_seq = self.next_seq
-            self.capture = Capture(self, resume, self.generation)
+            self.capture = Capture(self, resume, self.generation, previous)
         self.capture.start()
 
     def stop(self) -> None:

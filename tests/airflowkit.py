@@ -19,5 +19,5 @@ from binlogsync_dev.airflow_site import (  # noqa: F401  (re-exported for the te
 def run_dag(env: dict[str, str], dag_id: str, conf: dict[str, Any] | None = None) -> DagResult:
     result = dag_test(env, dag_id, conf)
     print(f"{dag_id}: {result.state} in {result.seconds} s (dag.test), {result.wall_seconds} s "
-          "with the process")  # fmt: skip
+          "waited (with the runner's start, the first time)")  # fmt: skip
     return result

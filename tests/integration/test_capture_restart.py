@@ -1,4 +1,5 @@
-"""Capture restarted while its previous run still reads: the origin role against a real MariaDB.
+"""Capture restarted while its previous run still reads: the origin role against a real MariaDB;
+and two readers with one server_id, which a user's copied config makes.
 
 The agent restarts capture whenever it says HELLO again (the hub asks, or the connection to it
 dropped), and never blocks its loop for the old run. Both runs read the binlog with the same
@@ -16,8 +17,10 @@ import threading
 import pytest
 
 from binlogsync.capture.positions import current_position
+from binlogsync.capture.reader import BinlogReader
 from binlogsync.client.origin import OriginRole
 from binlogsync.config import DatabaseSettings, OriginConfig
+from binlogsync.errors import BinlogsyncError
 from binlogsync.metrics import ClientMetrics
 from binlogsync.tables import TableFilter
 from binlogsync_dev.localsite import wait_until
@@ -71,3 +74,40 @@ def test_a_restart_while_the_old_run_reads_neither_halts_nor_fights_over_the_ser
     assert halts == [], halts
     shown = [r.getMessage() for r in caplog.records if r.name != "binlogsync.tls"]
     assert not [m for m in shown if "4052" in m or "Re-request" in m], shown
+
+
+def test_two_readers_with_one_server_id_are_told_to_give_each_its_own(
+    origin: Server, dbname: str
+) -> None:
+    """Two origin agents with the same [origin] server_id (a copied config): the server keeps
+    one stream per id, so they take turns throwing each other out. The one thrown out says
+    why and what to change, instead of the server's bare error number."""
+    origin.sql(f"CREATE DATABASE `{dbname}`")
+    db = DatabaseSettings(origin.host, origin.port, origin.user, origin.password)
+    server_id = next(_server_ids)
+    readers = [
+        BinlogReader(db, server_id, current_position(db), TableFilter((f"{dbname}.*",)))
+        for _ in range(2)
+    ]
+    errors: list[BinlogsyncError] = []
+
+    def read(reader: BinlogReader) -> None:
+        try:
+            for _item in reader.transactions():
+                pass
+        except BinlogsyncError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=read, args=(r,), daemon=True) for r in readers]
+    try:
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: errors, 30, 0.05, "a reader thrown out by the other")
+    finally:
+        for reader in readers:
+            reader.stop()
+        for thread in threads:
+            thread.join(15)
+    error = errors[0]
+    assert f"the same server_id {server_id}" in error.message, error.message
+    assert "its own server_id" in (error.fix or ""), error.fix

@@ -122,6 +122,11 @@ class _Group:
     halt: CaptureHalted | None = None  # read to the end, then raised
 
 
+# "A slave with the same server_uuid/server_id as this slave has connected to the master"
+_ER_SLAVE_SAME_ID = 4052
+_SAME_ID = "same server_uuid/server_id"  # MySQL says it with error 1236
+
+
 class BinlogReader:
     """Stream committed transactions from `start` on, forever, until `stop()`.
 
@@ -224,6 +229,8 @@ class BinlogReader:
                 except (pymysql.err.MySQLError, OSError) as exc:
                     if self._stopping.is_set():
                         return
+                    if mysql.code_of(exc) == _ER_SLAVE_SAME_ID or _SAME_ID in mysql.text_of(exc):
+                        raise self._same_server_id(doing) from exc
                     raise mysql.translate(exc, self.db, doing, PreflightError) from exc
                 # The frequent kinds first: events.py reads them itself (see its doc).
                 if isinstance(event, RawRows):
@@ -286,6 +293,17 @@ class BinlogReader:
                 # HeartbeatLogEvent: only there to let the loop look at the stop flag.
         finally:
             self.close()
+
+    def _same_server_id(self, doing: str) -> PreflightError:
+        """The server dropped this stream for another reader that registered with our
+        server_id: the server keeps one stream per id, so two such readers take turns."""
+        return PreflightError(
+            f"{doing}: {mysql.server(self.db)} dropped this binlog stream for another reader "
+            f"with the same server_id {self.server_id} (MySQL error {_ER_SLAVE_SAME_ID}): "
+            "another origin agent with this [origin] server_id, or a replica with it",
+            "give every reader of this origin its own server_id ([origin] server_id of each "
+            "origin agent, @@server_id of each replica), then restart the agent",
+        )
 
     # -- groups ----------------------------------------------------------------------------
     def _new_group(self, event: Any, gtid: str | None = None, needs_commit: bool = True) -> _Group:

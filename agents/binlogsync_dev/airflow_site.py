@@ -216,16 +216,13 @@ class _DagRunner:
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({**request, "conf": conf}) + "\n")
         self.proc.stdin.flush()
-        mark = f'"id": {self.ids}}}'
+        run_id = self.ids
 
         def answered() -> str | None:
             with self.log.open(errors="replace") as f:
                 f.seek(offset)
                 text = f.read()
-            found = any(
-                line.startswith("DAGRESULT ") and line.endswith(mark) for line in text.splitlines()
-            )
-            return text if found or not self.alive else None
+            return text if _reported(text, run_id) is not None or not self.alive else None
 
         try:
             output = wait_until(answered, timeout, 0.1, f"dag.test() of {dag_id}")
@@ -235,19 +232,7 @@ class _DagRunner:
             raise RuntimeError(
                 f"dag.test() of {dag_id} did not finish within {timeout} s"
             ) from None
-        for line in output.splitlines():
-            if line.startswith("DAGRESULT ") and line.endswith(mark):
-                data = json.loads(line.removeprefix("DAGRESULT "))
-                if data.get("failed"):
-                    break
-                wall = round(time.monotonic() - started, 2)
-                return DagResult(
-                    dag_id, data["state"], data["tasks"], data["seconds"], wall, output
-                )
-        raise RuntimeError(
-            f"dag.test() of {dag_id} did not finish (the runner: exit {self.proc.poll()}):\n"
-            f"{output[-6000:]}"
-        )
+        return _result(dag_id, output, started, f"the runner: exit {self.proc.poll()}", run_id)
 
     def close(self) -> None:
         if self.proc.stdin is not None:
@@ -300,18 +285,31 @@ class DagTest:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        output = self.output()
-        for line in output.splitlines():
-            if line.startswith("DAGRESULT "):
+        return _result(self.dag_id, self.output(), self.started, f"exit {self.proc.returncode}")
+
+
+def _reported(output: str, run_id: int | None = None) -> dict[str, Any] | None:
+    """What the runner printed on its DAGRESULT line (of run `run_id`, for a kept runner);
+    None before it has (a line still being written does not count)."""
+    for line in output.splitlines():
+        if line.startswith("DAGRESULT "):
+            try:
                 data = json.loads(line.removeprefix("DAGRESULT "))
-                wall = round(time.monotonic() - self.started, 2)
-                return DagResult(
-                    self.dag_id, data["state"], data["tasks"], data["seconds"], wall, output
-                )
-        raise RuntimeError(
-            f"dag.test() of {self.dag_id} did not finish (exit {self.proc.returncode}):\n"
-            f"{output[-6000:]}"
-        )
+            except ValueError:
+                continue
+            if data.get("id") == run_id:
+                return dict(data)
+    return None
+
+
+def _result(
+    dag_id: str, output: str, started: float, ended: str, run_id: int | None = None
+) -> DagResult:
+    data = _reported(output, run_id)
+    if data is None or data.get("failed"):
+        raise RuntimeError(f"dag.test() of {dag_id} did not finish ({ended}):\n{output[-6000:]}")
+    wall = round(time.monotonic() - started, 2)
+    return DagResult(dag_id, data["state"], data["tasks"], data["seconds"], wall, output)
 
 
 class Standalone:

@@ -24,7 +24,13 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException, WebDriverException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    NoSuchFrameException,
+    StaleElementReferenceException,
+    TimeoutException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -48,10 +54,21 @@ CHROMIUM_FLAGS = (
 
 class PageWait(WebDriverWait):  # type: ignore[type-arg]
     """A wait that, when it times out, says what the browser showed: its address, the page's
-    text, the console's messages, and a screenshot (a bare TimeoutException says nothing)."""
+    text, the console's messages, and a screenshot (a bare TimeoutException says nothing).
+    React redraws what it renders at will (a table refetched, a toast closing, the plugin's
+    frame mounted again), so an element found a moment ago can be gone: the condition is
+    asked again, as for an element not there yet (CI once failed on a stale element)."""
 
     def __init__(self, driver: webdriver.Chrome, timeout: float, shots: Path) -> None:
-        super().__init__(driver, timeout)
+        super().__init__(
+            driver,
+            timeout,
+            ignored_exceptions=(
+                NoSuchElementException,
+                NoSuchFrameException,
+                StaleElementReferenceException,
+            ),
+        )
         self.browser = driver
         self.shots = shots
 
@@ -77,17 +94,25 @@ class PageWait(WebDriverWait):  # type: ignore[type-arg]
             return f"timed out, and the browser could not say what it showed: {e}"
 
 
-def _open_plugin_page(browser: webdriver.Chrome, url: str, tmp_path: Path) -> Any:
-    """The binlogsync page's frame in Airflow's UI at `url`. Once in CI (a62603a, a loaded
-    machine) Airflow's single-page app never rendered the frame in 60 s, and nothing said
-    why: a first try that times out prints what the browser showed and the page is loaded
-    once more, as a user would reload it; a second timeout fails with what it showed."""
+def _open_plugin_page(browser: webdriver.Chrome, url: str, tmp_path: Path) -> None:
+    """Switch into the binlogsync page's frame in Airflow's UI at `url`, once the page in it
+    has loaded. Once in CI (a62603a, a loaded machine) Airflow's single-page app never
+    rendered the frame in 60 s, and nothing said why: a first try that times out prints what
+    the browser showed and the page is loaded once more, as a user would reload it; a second
+    timeout fails with what it showed. The frame is found and entered in one condition, and
+    the page in it is waited for from the top again, so a frame React mounts anew on the way
+    is not held stale."""
+
+    def loaded(d: webdriver.Chrome) -> bool:
+        d.switch_to.default_content()
+        d.switch_to.frame(d.find_element(By.TAG_NAME, "iframe"))
+        return bool(d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+
     for attempt in (1, 2):
         browser.get(url)
         try:
-            return PageWait(browser, 45, tmp_path / "shots").until(
-                ec.presence_of_element_located((By.TAG_NAME, "iframe"))
-            )
+            PageWait(browser, 45, tmp_path / "shots").until(loaded)
+            return
         except AssertionError as shown:
             if attempt == 2:
                 raise
@@ -164,14 +189,16 @@ def _add_connection(
     browser: webdriver.Chrome, wait: WebDriverWait, url: str, conn_id: str, port: int,
     secret: Path, hub_key: Path, shot: Path | None = None,
 ) -> None:  # fmt: skip
-    """Add a `binlogsync` connection through the UI's form, as a person would."""
+    """Add a `binlogsync` connection through the UI's form, as a person would. Every element
+    is looked up when it is used, inside a wait, since the dialog's parts are redrawn as its
+    type list and extra fields load."""
     browser.get(f"{url}/connections")
     add = (By.XPATH, "//button[normalize-space()='Add Connection']")
     wait.until(ec.element_to_be_clickable(add)).click()
-    dialog = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
+    wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
     # The dialog opens animated and its type list loads from the API: wait until usable.
-    name = (By.CSS_SELECTOR, "[role=dialog] input[name=connection_id]")
-    _type(browser, wait.until(ec.element_to_be_clickable(name)), conn_id)
+    conn_field = (By.CSS_SELECTOR, "[role=dialog] input[name=connection_id]")
+    _type(browser, wait.until(ec.element_to_be_clickable(conn_field)), conn_id)
     kind = wait.until(
         ec.element_to_be_clickable((By.CSS_SELECTOR, "[role=dialog] input[role=combobox]"))
     )
@@ -181,44 +208,60 @@ def _add_connection(
     )
     kind.send_keys(Keys.ENTER)
     wait.until(ec.visibility_of_element_located((By.NAME, "host"))).send_keys("127.0.0.1")
-    dialog.find_element(By.NAME, "port").send_keys(str(port))
-    dialog.find_element(By.XPATH, ".//button[normalize-space()='Extra Fields']").click()
+    in_dialog = "[role=dialog] "
+    port_field = (By.CSS_SELECTOR, in_dialog + "input[name=port]")
+    wait.until(ec.element_to_be_clickable(port_field)).send_keys(str(port))
+    extra = (By.XPATH, "//*[@role='dialog']//button[normalize-space()='Extra Fields']")
+    wait.until(ec.element_to_be_clickable(extra)).click()
     fields = {"element_secret_key_file": secret, "element_hub_public_key_file": hub_key}
     for name, value in fields.items():
         _type(browser, wait.until(ec.visibility_of_element_located((By.NAME, name))), str(value))
-    assert dialog.find_element(By.NAME, "element_name").get_attribute("value") == "airflow"
+    element_name = (By.CSS_SELECTOR, in_dialog + "input[name=element_name]")
+    assert wait.until(lambda d: d.find_element(*element_name).get_attribute("value")) == "airflow"
     if shot is not None:
         browser.save_screenshot(str(shot))
         print(f"screenshot of the connection form: {shot}")
-    dialog.find_element(By.XPATH, ".//button[normalize-space()='Save']").click()
+    save = (By.XPATH, "//*[@role='dialog']//button[normalize-space()='Save']")
+    wait.until(ec.element_to_be_clickable(save)).click()
     wait.until(ec.invisibility_of_element_located((By.CSS_SELECTOR, "[role=dialog]")))
     row = f"//tr[td[@data-testid='table-cell-connection_id' and normalize-space()='{conn_id}']]"
-    wait.until(ec.presence_of_element_located((By.XPATH, row)))
-    cells = {
-        c.get_attribute("data-testid"): c.text
-        for c in browser.find_elements(By.XPATH, f"{row}/td[@data-testid]")
-    }
-    assert cells["table-cell-conn_type"] == "binlogsync", cells
-    assert cells["table-cell-host"] == "127.0.0.1" and cells["table-cell-port"] == str(port)
+
+    def cells(d: webdriver.Chrome) -> dict[str, str] | None:
+        found = {
+            str(c.get_attribute("data-testid")): c.text
+            for c in d.find_elements(By.XPATH, f"{row}/td[@data-testid]")
+        }
+        return found or None
+
+    shown = wait.until(cells)
+    assert shown is not None
+    assert shown["table-cell-conn_type"] == "binlogsync", shown
+    assert shown["table-cell-host"] == "127.0.0.1" and shown["table-cell-port"] == str(port)
 
 
 def _press_test(browser: webdriver.Chrome, wait: WebDriverWait, conn_id: str) -> tuple[str, str]:
     """Press the row's "Test Connection"; the type (success/error) and the text of the toast
-    that answers it."""
+    that answers it. Toasts close by themselves, so one seen a moment ago may be gone: they
+    are read in one script each time, which no redraw splits."""
     toasts = "[data-scope=toast][data-part=root]"
-    before = {t.get_attribute("id") for t in browser.find_elements(By.CSS_SELECTOR, toasts)}
+    read = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".map(t => [t.id, t.dataset.type ?? null, t.innerText]);"
+    )
+    before = {t[0] for t in browser.execute_script(read, toasts)}
     row = f"//tr[td[@data-testid='table-cell-connection_id' and normalize-space()='{conn_id}']]"
     button = (By.XPATH, f"{row}//button[@aria-label='Test Connection']")
     wait.until(ec.element_to_be_clickable(button)).click()
 
-    def answered(d: webdriver.Chrome) -> Any:
-        for toast in d.find_elements(By.CSS_SELECTOR, toasts):
-            if toast.get_attribute("id") not in before and "Test Connection" in toast.text:
-                return toast
-        return False
+    def answered(d: webdriver.Chrome) -> tuple[str, str] | None:
+        for toast_id, kind, text in d.execute_script(read, toasts):
+            if toast_id not in before and "Test Connection" in text:
+                return str(kind), str(text)
+        return None
 
-    toast = wait.until(answered)
-    return str(toast.get_attribute("data-type")), toast.text
+    kind_text = wait.until(answered)
+    assert kind_text is not None
+    return kind_text
 
 
 # The page redraws its tables every 5 s (innerHTML), so an element found in one draw is stale
@@ -345,9 +388,7 @@ def test_standalone_runs_a_dag_and_shows_the_binlogsync_page(
             browser.find_element(By.NAME, "password").send_keys(airflow.password)
             browser.find_element(By.XPATH, "//button[normalize-space()='Sign in']").click()
             wait.until(lambda d: "/auth/login" not in d.current_url)
-            frame = _open_plugin_page(browser, f"{airflow.url}/plugin/binlogsync", tmp_path)
-            browser.switch_to.frame(frame)
-            wait.until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-loaded"))
+            _open_plugin_page(browser, f"{airflow.url}/plugin/binlogsync", tmp_path)
             # A sample with a backlog, and a later one without: the rise and the fall.
             wait.until(lambda d: any(
                 any(x[2] for x in v["samples"]) and v["samples"][-1][2] == 0

@@ -14,6 +14,7 @@ import argparse
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from binlogsync.cli import _HelpFormatter, _log_level, _logging
 from binlogsync.errors import BinlogsyncError, UsageError
@@ -57,7 +58,26 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return 0
 
 
+def _scratch_parent(folder: str | None) -> None:
+    """The folder a bench makes its scratch folder in (`--dir`): made when missing, as
+    `mkdir -p` would (it was a traceback from deep in tempfile)."""
+    if folder is None:
+        return
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"bench --dir {folder}: not a folder", "name a folder, or leave --dir out")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(
+            f"bench --dir {folder}: cannot make the folder ({e.strerror})",
+            "name a folder this user can write, or leave --dir out",
+        ) from None
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.which != "apply":  # apply's --dir is the sandbox itself, made by its bench
+        _scratch_parent(args.dir)
     _clean_up_on_sigterm()
     if args.which == "large-tx":
         from binlogsync_dev.large_tx import main as large_tx_main

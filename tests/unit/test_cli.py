@@ -263,3 +263,19 @@ def test_check_config_passes_a_good_file_and_names_the_bad_key(
     bad.write_text(good.read_text().replace("keys/hub.key", "keys/nohub.key"))
     assert main(["check-config", "--config", str(bad)]) == 2
     assert "hub_public_key_file" in capsys.readouterr().err
+
+
+def test_bench_dir_is_made_when_missing_and_a_file_there_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`bench … --dir D` with D missing was a traceback from tempfile; D is now made (the
+    scratch folder's parent), and a file in its place is a usage error naming it."""
+    from binlogsync_dev.cli import _scratch_parent
+
+    folder = tmp_path / "a" / "b"
+    _scratch_parent(str(folder))
+    assert folder.is_dir()
+    blocked = tmp_path / "file"
+    blocked.write_text("x")
+    assert dev_main(["bench", "oltp", "--dir", str(blocked)]) == 2
+    assert f"bench --dir {blocked}: not a folder" in capsys.readouterr().err

@@ -57,6 +57,67 @@ def _replicated(primary: Server, replica: Server) -> None:
     assert done == 0, f"the replica did not reach {gtid}"
 
 
+def _seq(gtids: str) -> int:
+    """The sequence number of domain 0 in a GTID list such as "0-11-309" (0 if none)."""
+    for gtid in filter(None, (g.strip() for g in gtids.split(","))):
+        domain, _server, seq = gtid.split("-")
+        if domain == "0":
+            return int(seq)
+    return 0
+
+
+def _received(replica: Server) -> int:
+    """How far the replica's IO thread has received its primary's binlog (domain 0)."""
+    with replica.connect() as conn, conn.cursor() as cur:
+        cur.execute("SHOW SLAVE STATUS")
+        names = [d[0] for d in cur.description]
+        return _seq(dict(zip(names, cur.fetchone(), strict=True))["Gtid_IO_Pos"])
+
+
+def _hub_head(s: LocalSite) -> int:
+    status = fetch_status(str(s.agents["hub"].config), timeout=5)
+    head = status["origins"][0]["head"] if status.get("origins") else None
+    return _seq(Position.from_json(head).gtid) if head else 0
+
+
+def _settled(s: LocalSite, replica: Server) -> tuple[int, int]:
+    """The hub's head and the replica's received position once neither has moved for 0.5 s
+    (the primary frozen: each drains what it had sent)."""
+    seen: list[tuple[int, int]] = []
+
+    def still() -> bool:
+        seen.append((_hub_head(s), _received(replica)))
+        return len(seen) >= 10 and len(set(seen[-10:])) == 1
+
+    wait_until(still, 30, 0.05, "the hub and the replica settled on the frozen primary")
+    return seen[-1]
+
+
+def _kill_once_the_replica_holds_the_hubs_head(
+    s: LocalSite, primary: Server, replica: Server
+) -> None:
+    """kill -9 of the primary while its writer runs, at a moment the promoted replica can
+    take over from. Asynchronous replication can lose what the primary committed last, and
+    the origin agent, reading the same binlog, can be ahead of the replica's IO thread: then
+    the hub holds a GTID the replica never received, and the agent rightly refuses to move
+    (docs/operating.md, "What asynchronous replication can lose"; a suite run met this: the
+    hub held 0-11-309, which the replica never received). So the primary is frozen (SIGSTOP: its
+    writer's transaction stays in flight), both readers drain what it had sent, and it is
+    killed (SIGKILL ends a stopped process too) only if the replica received at least what
+    the hub holds; else it runs on until the hub moves, and again."""
+    for attempt in range(1, 21):
+        os.kill(primary.pid, signal.SIGSTOP)
+        head, received = _settled(s, replica)
+        if head <= received:
+            os.kill(primary.pid, signal.SIGKILL)
+            print(f"primary killed at freeze {attempt}: hub head {head}, replica {received}")
+            return
+        print(f"freeze {attempt}: the hub holds {head}, the replica received {received}")
+        os.kill(primary.pid, signal.SIGCONT)
+        wait_until(lambda: _hub_head(s) > head, 30, 0.05, "the hub moving on")  # noqa: B023
+    raise AssertionError("the replica never held the hub's head while the primary was frozen")
+
+
 def _promote(replica: Server) -> None:
     """What an operator (or an orchestrator) does: apply what the replica received, stop
     following the dead primary, and make it writable."""
@@ -116,7 +177,7 @@ def test_origin_moves_to_the_promoted_replica_exactly_once(
         # Writes run on the primary; its mariadbd is killed for good in the middle of them.
         with rows_writer(primary, dbname, 0, killed=True) as first:
             wait_until(lambda: _count(target, dbname) > 300, 60, 0.02, "rows on the target")
-            os.kill(primary.pid, signal.SIGKILL)
+            _kill_once_the_replica_holds_the_hubs_head(s, primary, replica)
             first.thread.join(30)
         assert first.error is not None  # the writer lost its server
         box.stop("primary")  # reaps it; it never comes back

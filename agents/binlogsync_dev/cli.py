@@ -63,11 +63,12 @@ def _scratch_parent(folder: str | None) -> None:
     `mkdir -p` would (it was a traceback from deep in tempfile)."""
     if folder is None:
         return
-    path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"bench --dir {folder}: not a folder", "name a folder, or leave --dir out")
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file of that name (a folder is fine: exist_ok)
+        raise UsageError(
+            f"bench --dir {folder}: not a folder", "name a folder, or leave --dir out"
+        ) from None
     except OSError as e:
         raise UsageError(
             f"bench --dir {folder}: cannot make the folder ({e.strerror})",

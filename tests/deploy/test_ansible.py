@@ -6,10 +6,12 @@ through the community.docker.docker connection of a private Docker engine.
 The playbook runs four times: the first deploys everything (the origin's MariaDB gets the
 binlog settings capture needs), the second must change nothing (read from the play recap; no
 key rotated, MariaDB not restarted), the third changes one target setting and must restart
-that agent alone (systemd's MainPID and ActiveEnterTimestamp of each unit), the fourth has a
-misspelt setting that `validate:` refuses without touching the running agent. Between them a
-row written on the origin must arrive on both targets (MariaDB and PostgreSQL), and
-`binlogsync status` on the hub must show every host online. The units' sandboxing is rated by `systemd-analyze security`.
+that agent alone (systemd's MainPID and ActiveEnterTimestamp of each unit) and copy again,
+restarting nothing, a wheel the test damaged on another host; the fourth has a misspelt
+setting that `validate:` refuses without touching the running agent. Between them a row
+written on the origin must arrive on both targets (MariaDB and PostgreSQL), and `binlogsync
+status` on the hub must show every host online. The units' sandboxing is rated by
+`systemd-analyze security`.
 
 Without Docker: the example inventory renders the TOML and units it implies, and
 `ansible-lint` (production profile, offline) passes on deploy/ansible.
@@ -20,6 +22,7 @@ not installed: only that collection is extracted, into the binlogsync cache (~/.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -355,15 +358,19 @@ def test_role_deploys_a_site_idempotently_and_restarts_only_what_changed(
 
     wait_until(all_online, 30, 0.2, "every host online in `binlogsync status` on the hub")
 
-    # One changed setting restarts the one agent whose config changed.
+    # One changed setting restarts the one agent whose config changed. A wheel damaged on a
+    # host is copied again (its checksum differs), which restarts nothing.
     before = {h.name: site.unit_state(h) for h in site.hosts}
+    wheel = sorted(wheels.glob("pymysql-*.whl"))[0]
+    damaged = f"/opt/binlogsync/wheels/{wheel.name}"
+    site.sh(pg, f"truncate -s 100 {damaged}")
     changed = {target.name: {"binlogsync_target_settings": {"group_transactions": 500}}}
     third, third_s, _ = site.playbook(inventory(site.hosts, wheels, changed), "third")
+    assert third[hub.name]["changed"] == third[origin.name]["changed"] == 0
+    assert third[pg.name]["changed"] == 1  # the damaged wheel, copied again
     assert (
-        third[hub.name]["changed"]
-        == third[origin.name]["changed"]
-        == third[pg.name]["changed"]
-        == 0
+        site.sh(pg, f"sha256sum {damaged}").split()[0]
+        == hashlib.sha256(wheel.read_bytes()).hexdigest()
     )
     assert third[target.name]["changed"] == 2  # the TOML and its restart handler
     assert "group_transactions = 500" in site.sh(target, "cat /etc/binlogsync/client.toml")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException
+from airflow.exceptions import AirflowException, AirflowSkipException
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, BaseOperator
 
@@ -181,8 +182,8 @@ class ReconcilePlanOperator(BaseOperator):
     """Which reconciliations cover the site (ops/site.py): one per origin (per group of its
     targets with the same routes), each with the routed tables found on the origin that match
     `tables`. Targets whose connection is no database (type `redis`, say) are left out, and
-    said so. Returns them as a list, which the Spark task and TargetCaughtUpSensor (through
-    sensors.wait_for_job) are mapped over."""
+    said so. Returns them as a list: TargetCaughtUpSensor (through sensors.wait_for_job) is mapped
+    over it, and the Spark task submits them all in one application."""
 
     template_fields: Sequence[str] = ("origins", "tables", "out_root")
 
@@ -230,17 +231,19 @@ class ReconcilePlanOperator(BaseOperator):
 
 class BinlogsyncReconcileOperator(SparkSubmitOperator):
     """`spark_jobs/reconcile_job.py` through the Spark provider's spark-submit (connection
-    `spark_default`: `local[*]`, a standalone master, YARN, Kubernetes) for one planned job:
-    the comparison runs in spark-submit's driver and its executors, never in this task's
-    process. binlogsync's code goes along as `--py-files` (executors need not have it); the
-    databases' passwords as files of their own (`--files`, mode 0600, removed afterwards), never
-    in the arguments, the Spark conf or the environment. Differences are not this task's
-    failure: the result task reads the report and decides; only a run that could not compare
-    fails here."""
+    `spark_default`: `local[*]`, a standalone master, YARN, Kubernetes) for every planned job
+    of the run, in one Spark application (one driver and one set of executors, whatever the
+    number of jobs; each job its own `--job`, compared one after the other): the comparison
+    runs in spark-submit's driver and its executors, never in this task's process.
+    binlogsync's code goes along as `--py-files` (executors need not have it); the databases'
+    passwords as files of their own (`--files`, one per database, mode 0600, removed
+    afterwards), never in the arguments, the Spark conf or the environment. Differences are
+    not this task's failure: the result task reads each job's report and decides; only a run
+    in which a job could not compare fails here."""
 
     template_fields: Sequence[str] = (
         *SparkSubmitOperator.template_fields,
-        "job",
+        "jobs",
         "repair",
         "mode",
     )
@@ -248,7 +251,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
     def __init__(
         self,
         *,
-        job: dict[str, Any],
+        jobs: Sequence[dict[str, Any]] | str,
         repair: bool = False,
         mode: str = "auto",
         binlogsync_conn_id: str = BinlogsyncHook.default_conn_name,
@@ -257,64 +260,81 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         kwargs.setdefault("application", str(RECONCILE_JOB))
         kwargs.setdefault("name", "binlogsync-reconcile")
         super().__init__(**kwargs)
-        self.job = job
+        self.jobs = jobs
         self.repair = repair
         self.mode = mode  # site.RECONCILE_MODES
         self.binlogsync_conn_id = binlogsync_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
+        planned: list[dict[str, Any]] = list(self.jobs or [])  # type: ignore[arg-type]
+        if not planned:
+            raise AirflowSkipException("the plan found nothing to compare")
         hook = BinlogsyncHook(self.binlogsync_conn_id)
-        job = site.ReconcileJob(
-            self.job["name"],
-            self.job["origin"],
-            tuple(self.job["targets"]),
-            tuple(self.job["patterns"]),
-            dict(self.job.get("rename", {})),
-        )
-        out = Path(self.job["out"])
-        via = hook.write_admin_config(out.parent / f"{out.name}.hub.toml")
+        outs = [Path(j["out"]) for j in planned]
+        run_dir = outs[0].parent  # the plan puts every job's report in the run's folder
+        via = hook.write_admin_config(run_dir / "reconcile.hub.toml")
         day = context.get("logical_date") or dt.datetime.now(dt.UTC)  # None when manual
         incremental = site.since_last(str(self.mode), day.date())
-        secrets = out.parent / f"{out.name}.secrets"
-        args, files = site.reconcile_arguments(
-            job,
-            self.job["tables"],
-            hook.database,
-            out,
-            _flag(self.repair),
-            via,
-            incremental,
-            secrets,
-        )
+        secrets = run_dir / "reconcile.secrets"  # one file per database, whatever the jobs
+        args: list[str] = []
+        files: dict[Path, None] = {}
+        for planned_job, out in zip(planned, outs, strict=True):
+            job_args, job_files = site.reconcile_arguments(
+                site.ReconcileJob(
+                    planned_job["name"],
+                    planned_job["origin"],
+                    tuple(planned_job["targets"]),
+                    tuple(planned_job["patterns"]),
+                    dict(planned_job.get("rename", {})),
+                ),
+                planned_job["tables"],
+                hook.database,
+                out,
+                _flag(self.repair),
+                via,
+                incremental,
+                secrets,
+            )
+            args += [options_module.JOB_FLAG, json.dumps(job_args)]
+            files.update(dict.fromkeys(job_files))
         self.application_args = args
         self.files = ",".join([*filter(None, [self.files]), *(str(f) for f in files)])
-        code = shipping.build(out.parent / f"{out.name}.{shipping.ZIP_NAME}")
+        # named so that the job sees spark-submit shipped it (shipping.shipped), not again
+        code = shipping.build(run_dir / shipping.ZIP_NAME)
         self.py_files = ",".join([*filter(None, [self.py_files]), str(code)])
         cache = self._class_cache()
         try:
             super().execute(context)
         except AirflowException:
-            summary = state.read(out / "summary.json")
-            if not summary or summary.get("exit_code") != 1:
+            codes = [(state.read(out / "summary.json") or {}).get("exit_code") for out in outs]
+            if 1 not in codes or not all(code in (0, 1) for code in codes):
                 raise
-            self.log.info("the copies differ; %s reads the report", "reconcile_result")
+            self.log.info("the copies differ; %s reads the reports", "reconcile_result")
         finally:
             shutil.rmtree(secrets, ignore_errors=True)
             if cache is not None:
                 cache.finish()
-        summary = state.read(out / "summary.json") or {}
-        spark = summary.get("spark", {})
-        self.log.info("Spark application %s on %s", spark.get("app_id"), spark.get("master"))
-        return {
-            "job": job.name,
-            "out": str(out),
-            "spark": spark,
-            "exit_code": summary.get("exit_code"),
-            "tables": [
-                {k: t.get(k) for k in ("table", "target", "status", "source_rows", "target_rows")}
-                for t in summary.get("tables", [])
-            ],
-        }
+        reports = []
+        for planned_job, out in zip(planned, outs, strict=True):
+            summary = state.read(out / "summary.json") or {}
+            spark = summary.get("spark", {})
+            self.log.info(
+                "%s: Spark application %s on %s",
+                planned_job["name"],
+                spark.get("app_id"),
+                spark.get("master"),
+            )
+            reports.append({
+                "job": planned_job["name"],
+                "out": str(out),
+                "spark": spark,
+                "exit_code": summary.get("exit_code"),
+                "tables": [
+                    {k: t.get(k) for k in ("table", "target", "status", "source_rows", "target_rows")}
+                    for t in summary.get("tables", [])
+                ],
+            })  # fmt: skip
+        return {"jobs": reports}
 
     def _class_cache(self) -> sparkapp.ClassCache | None:
         """In client deploy mode the driver runs here: in this Python (which has binlogsync

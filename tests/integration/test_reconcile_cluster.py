@@ -108,3 +108,60 @@ def test_the_warm_up_runs_no_task_where_the_executors_lack_binlogsync(spark_clus
     executors = spark_cluster.application(app_id, "allexecutors")
     failed = sum(e["failedTasks"] for e in executors if e["id"] != "driver")
     assert failed == 0, executors
+
+
+def test_several_jobs_share_one_application_on_the_cluster(
+    spark_cluster: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
+    """The reconcile DAG's submission on a cluster whose executors lack binlogsync: spark-submit
+    runs reconcile_job.py with a --job per job, in one application. binlogsync's code goes to
+    the executors once (a second addPyFile of it, from the second job's own folder, failed that
+    job: "File binlogsync-reconcile.zip was already registered with a different path"); each
+    job sends its own passwords file; both jobs' tasks run on the cluster and each job reports
+    its own result."""
+    make_table([origin, target], dbname, rows=1000)
+    for server in (origin, target):
+        execute(server, dbname, "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
+                "INSERT INTO u VALUES (1, 1), (2, 2), (3, 3)")  # fmt: skip
+    execute(target, dbname, "DELETE FROM t WHERE id = 17", "UPDATE t SET amount = 0 WHERE id = 900")
+    submit = Path(sys.executable).parent / "spark-submit"
+    job = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
+    outs = {"u": tmp_path / "first", "t": tmp_path / "second"}
+    jobs = [
+        json.dumps([
+            "--source", f"mysql://root@127.0.0.1:{origin.port}?password_env=NO_PASSWORD",
+            "--target", f"mysql://root@127.0.0.1:{target.port}?password_env=NO_PASSWORD",
+            "--tables", f"{dbname}.{table}", "--pin", "none", "--chunk-rows", "250",
+            "--connections", "2", "--out", str(out),
+        ])
+        for table, out in outs.items()
+    ]  # fmt: skip
+    conf = {
+        "spark.pyspark.python": str(spark_cluster.python),  # the executors'
+        "spark.pyspark.driver.python": sys.executable,
+        **spark_cluster.event_conf(),
+    }
+    done = subprocess.run(
+        [str(submit), "--master", spark_cluster.master_url,
+         *(a for k, v in conf.items() for a in ("--conf", f"{k}={v}")), str(job),
+         *(a for j in jobs for a in ("--job", j))],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "NO_PASSWORD": "",
+             "PYSPARK_DRIVER_PYTHON": sys.executable},
+    )  # fmt: skip
+    said = [line for line in done.stderr.splitlines() if "error" in line.lower()]
+    assert done.returncode == 1, done.stdout + "\n".join(said[:30])
+    assert f"{dbname}.u → root@127.0.0.1:{target.port}: EQUAL" in done.stdout, done.stdout
+    for line in ("missing   id=17", "changed   id=900  columns: amount"):
+        assert line in done.stdout, done.stdout
+    summaries = [json.loads((out / "summary.json").read_text()) for out in outs.values()]
+    assert [s["exit_code"] for s in summaries] == [0, 1]
+    apps = {s["spark"]["app_id"] for s in summaries}
+    assert len(apps) == 1, summaries
+    app_id = apps.pop()
+    wait_until(lambda: spark_cluster.completed(app_id) is not None, 60, 0.5, "the app finished")
+    executors = [
+        e for e in spark_cluster.application(app_id, "allexecutors") if e["id"] != "driver"
+    ]
+    assert len(executors) == 2 and all(e["totalTasks"] > 0 for e in executors), executors
+    assert all(e["failedTasks"] == 0 for e in executors), executors

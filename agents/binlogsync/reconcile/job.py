@@ -24,7 +24,12 @@ password (passwords.py); executors without binlogsync get its code (shipping.py)
 
 from __future__ import annotations
 
+import atexit
+import functools
 import logging
+import shutil
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -70,7 +75,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
     report.spark["connections"] = connections
     secrets = passwords.Distributed(sc, ctx.passwords(), is_local(sc.master))
     try:
-        _ship(sc, secrets.folder)
+        _ship(sc)
         tasks = ctx.without_passwords(secrets.name)
         emitted = _checksum_stage(sc, tasks, states, connections, report)
         session = _wait(report, spark, "session")
@@ -114,12 +119,28 @@ def _describe_spark(report: Report, sc: Any) -> None:
     }
 
 
-def _ship(sc: Any, folder: Path) -> None:
-    """binlogsync's code for executors outside this machine, unless spark-submit shipped it
+_SHIPPED: set[str] = set()  # the applications this process has given binlogsync's code to
+_SHIP_LOCK = threading.Lock()
+
+
+def _ship(sc: Any) -> None:
+    """binlogsync's code for executors outside this machine, once per application (the runs
+    of a reconcile-server or of the DAG's jobs share one), unless spark-submit shipped it
     (shipping.py); local executors run this process's Python, which has it."""
-    if executors_have_binlogsync(sc):
-        return
-    sc.addPyFile(str(shipping.build(folder)))
+    with _SHIP_LOCK:
+        if sc.applicationId in _SHIPPED or executors_have_binlogsync(sc):
+            return
+        sc.addPyFile(str(shipping.build(_code_folder())))
+        _SHIPPED.add(sc.applicationId)
+
+
+@functools.cache
+def _code_folder() -> Path:
+    """Where the zip of binlogsync's code lives while this process does: executors that join
+    the application later fetch it from the driver."""
+    folder = Path(tempfile.mkdtemp(prefix="binlogsync-code-"))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 KEY_CHUNK = 2_000  # changed keys per chunk of an incremental run (a quarter for composite keys)

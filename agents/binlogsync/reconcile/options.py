@@ -9,11 +9,13 @@ Exit codes keep diff(1)'s meaning: 0 equal, 1 the copies differ, 2 the run could
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import logging
 import os
 import sys
 import time
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,9 +24,11 @@ from .choices import HASH_CHOICES, JSON_MODES, PIN_MODES
 
 if TYPE_CHECKING:
     from .settings import Options
+    from .sparkapp import SparkSettings, SparkStart
 
 SOURCE_PASSWORD_ENV = "BINLOGSYNC_SOURCE_PASSWORD"
 TARGET_PASSWORD_ENV = "BINLOGSYNC_TARGET_PASSWORD"
+JOB_FLAG = "--job"  # spark_jobs/reconcile_job.py: several jobs in one application
 CLASS_CACHE = Path("~/.cache/binlogsync/spark-cds")  # sparkapp.ClassCache; "none": no archive
 log = logging.getLogger(__name__)
 
@@ -214,21 +218,72 @@ def run_from_args(args: argparse.Namespace, env: MutableMapping[str, str] | None
     """Run one reconciliation; print the readable summary; return the exit code: 0, 1, or 2
     for anything that kept it from comparing, an unexpected failure included (never 1)."""
     environ: MutableMapping[str, str] = os.environ if env is None else env
+    return _guarded(lambda: _run(args, environ))
+
+
+def run_jobs(argvs: Sequence[Sequence[str]], env: MutableMapping[str, str] | None = None) -> int:
+    """Several reconciliations one after the other in one Spark application (the reconcile
+    DAG's jobs of one DAG run: one driver and one set of executors for all of them, not one
+    per job). Each reports as it would alone, into its own --out; one that cannot compare does
+    not stop the next. The exit code is the worst: 2 when any could not compare, else 1 when
+    any copies differ, else 0. Spark's own settings (--master, --conf, --class-cache) are the
+    first job's."""
+    from .sparkapp import SparkStart
+
+    environ: MutableMapping[str, str] = os.environ if env is None else env
+    if not argvs:
+        return _failed(ConfigError("no job given", "pass --job ARGV_JSON once per job"))
     try:
-        return _run(args, environ)
-    except BinlogsyncError as exc:
+        spark = SparkStart(_spark_settings(_parse_job(argvs[0], 1), environ), environ)
+    except Exception as exc:  # noqa: BLE001 - exit 2 with the reason, never 1
+        return _failed(exc)
+    codes = []
+    try:
+        for number, argv in enumerate(argvs, 1):
+            codes.append(_guarded(functools.partial(_job, argv, number, environ, spark)))
+    finally:
+        spark.stop(wait=False)  # the job exits next
+    return 2 if 2 in codes else max(codes)
+
+
+def _job(
+    argv: Sequence[str], number: int, environ: MutableMapping[str, str], spark: SparkStart
+) -> int:
+    started = time.monotonic()
+    return _compare(options_from(_parse_job(argv, number), environ), spark, started)
+
+
+def _parse_job(argv: Sequence[str], number: int) -> argparse.Namespace:
+    try:
+        return parse(argv)
+    except SystemExit as exc:  # argparse has printed what is wrong
+        raise ConfigError(
+            f"job {number}: its options do not parse ({' '.join(argv)[:300]})",
+            "give each --job the options of `binlogsync reconcile`, as a JSON list",
+        ) from exc
+
+
+def _guarded(run: Callable[[], int]) -> int:
+    """`run()`; what keeps a run from comparing is printed and exits 2 (never 1)."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure must not exit 1 ("differ")
+        return _failed(exc)
+
+
+def _failed(exc: Exception) -> int:
+    if isinstance(exc, BinlogsyncError):
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    except Exception as exc:  # noqa: BLE001 - an unexpected failure must not exit 1 ("differ")
-        log.debug("reconcile failed", exc_info=True)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        print(
-            f"error: the reconciliation failed: {type(exc).__name__}: {first} "
-            "(run with --log-level debug for the traceback)",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 2
+    log.debug("reconcile failed", exc_info=exc)
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    print(
+        f"error: the reconciliation failed: {type(exc).__name__}: {first} "
+        "(run with --log-level debug for the traceback)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 2
 
 
 def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
@@ -238,22 +293,32 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
         options_from(args, environ)  # bad options fail here, before the server is asked
         return submit(args.spark_server, argv_of(args), environ, args.wait_timeout + 3600)
 
-    from .job import run
-    from .sparkapp import SparkSettings, SparkStart
+    from .sparkapp import SparkStart
 
     started = time.monotonic()
     options = options_from(args, environ)
-    settings = SparkSettings(
-        args.master,
-        tuple(_pairs(args.conf, "--conf")),
-        _class_cache(args.class_cache, environ),
-    )
-    spark = SparkStart(settings, environ)  # starts now; the plan runs meanwhile
+    spark = SparkStart(
+        _spark_settings(args, environ), environ
+    )  # starts now; the plan runs meanwhile
     try:
-        report = run(options, spark, started)
-        report.release()
+        return _compare(options, spark, started)
     finally:
         spark.stop(wait=False)  # the command exits next
+
+
+def _spark_settings(args: argparse.Namespace, environ: Mapping[str, str]) -> SparkSettings:
+    from .sparkapp import SparkSettings
+
+    return SparkSettings(
+        args.master, tuple(_pairs(args.conf, "--conf")), _class_cache(args.class_cache, environ)
+    )
+
+
+def _compare(options: Options, spark: SparkStart, started: float) -> int:
+    from .job import run
+
+    report = run(options, spark, started)
+    report.release()
     print(report.render(), flush=True)
     return report.exit_code
 
@@ -290,10 +355,35 @@ def serve(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of spark_jobs/reconcile_job.py."""
+    """Entry point of spark_jobs/reconcile_job.py: one run from the options of `binlogsync
+    reconcile`, or, given `--job ARGV_JSON` (repeated; each a JSON list of those options),
+    every job in one Spark application (run_jobs)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == [JOB_FLAG]:
+        parser = argparse.ArgumentParser(
+            prog="reconcile_job.py", description="binlogsync reconciliation jobs (PySpark job)"
+        )
+        parser.add_argument(
+            JOB_FLAG,
+            action="append",
+            type=_job_argv,
+            required=True,
+            metavar="ARGV_JSON",
+            help="one run's options as a JSON list of strings; repeat for each job",
+        )
+        return run_jobs(parser.parse_args(args).job)
     parser = argparse.ArgumentParser(
         prog="reconcile_job.py", description="binlogsync reconciliation (PySpark job)"
     )
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    return run_from_args(args)
+    return run_from_args(parser.parse_args(args))
+
+
+def _job_argv(text: str) -> list[str]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc})") from exc
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise argparse.ArgumentTypeError("not a JSON list of strings (one run's options)")
+    return value

@@ -1,17 +1,18 @@
 """reconcile (daily, and on demand): prove the copies equal. `plan` asks the hub which
 targets each origin feeds and finds the routed tables on the origin; `spark_reconcile` runs
 spark_jobs/reconcile_job.py through SparkSubmitOperator (connection `spark_default`: its
-master — `local[*]`, a standalone cluster's `spark://…:7077`, YARN, Kubernetes) once per
-origin: the comparison runs in spark-submit's driver and executors, with binlogsync's code
-sent as --py-files and the passwords as --files; `reconcile_result` reads each report, keeps
-it (the run's folder, XCom, and the state folder the binlogsync page reads) and fails the run
-listing the differing rows — unless `repair` is on, in which case the rows were sent through
-the hub, ordered with live changes, and the next run is green. `mode`: full (every row),
-since_last (only keys changed since the last equal run), or auto (full on Sundays, since_last
-otherwise). Before comparing, `caught_up` (TargetCaughtUpSensor, deferrable: the wait runs in
-the triggerer, holding no worker slot) waits until each compared target has applied what the
-hub holds for it from that origin (one wait per origin; at most `max_backlog` transactions left), so a target that is
-merely behind is not reported as different. A target still behind after an hour
+master — `local[*]`, a standalone cluster's `spark://…:7077`, YARN, Kubernetes) once per DAG
+run, with every planned job in that one Spark application: the comparison runs in
+spark-submit's driver and executors, with binlogsync's code sent as --py-files and the
+passwords as --files; `reconcile_result` reads each job's report, keeps it (the run's folder,
+XCom, and the state folder the binlogsync page reads) and fails the run listing the differing
+rows — unless `repair` is on, in which case the rows were sent through the hub, ordered with
+live changes, and the next run is green. `mode`: full (every row), since_last (only keys
+changed since the last equal run), or auto (full on Sundays, since_last otherwise). Before
+comparing, `caught_up` (TargetCaughtUpSensor, deferrable: the wait runs in the triggerer,
+holding no worker slot) waits until each compared target has applied what the hub holds for
+it from that origin (one wait per job; at most `max_backlog` transactions left), so a target
+that is merely behind is not reported as different. A target still behind after an hour
 (CATCH_UP_TIMEOUT), blocked or detached fails its wait, naming what it waits for, and that run
 compares nothing.
 Library: binlogsync.ops.site, binlogsync.ops.reconcile_run."""
@@ -86,12 +87,13 @@ with DAG(
         poke_interval=5,
         timeout=CATCH_UP_TIMEOUT,
     ).expand_kwargs(plan.output.map(wait_for_job))
-    spark = BinlogsyncReconcileOperator.partial(
+    spark = BinlogsyncReconcileOperator(
         task_id="spark_reconcile",
         conn_id="spark_default",
+        jobs=plan.output,
         repair="{{ params.repair }}",
         mode="{{ params.mode }}",
-    ).expand(job=plan.output)
+    )
     result = ReconcileResultOperator(
         task_id="reconcile_result",
         jobs="{{ ti.xcom_pull(task_ids='plan') }}",

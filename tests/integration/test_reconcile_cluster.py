@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,38 @@ def test_several_jobs_share_one_application_on_the_cluster(
     ]
     assert len(executors) == 2 and all(e["totalTasks"] > 0 for e in executors), executors
     assert all(e["failedTasks"] == 0 for e in executors), executors
+
+
+def test_a_reconcile_server_on_the_cluster_serves_a_second_run(
+    spark_cluster: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
+) -> None:
+    """`binlogsync reconcile-server --master spark://…` whose executors lack binlogsync: its
+    first run ships binlogsync's code into the application, and its second run must not try
+    again from a folder of its own (Spark refused that: "already registered with a different
+    path", and every run after the first exited 2)."""
+    make_table([origin, target], dbname, rows=500)
+    execute(target, dbname, "DELETE FROM t WHERE id = 5")
+    sock = tmp_path / "reconcile.sock"
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "NO_PASSWORD": ""}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "binlogsync.cli", "reconcile-server", f"--socket={sock}",
+         "--master", spark_cluster.master_url,
+         f"--conf=spark.pyspark.python={spark_cluster.python}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+    try:
+        wait_until(sock.exists, 180, 0.1, "the server's socket")
+        for run in ("one", "two"):
+            done = subprocess.run(
+                [sys.executable, "-m", "binlogsync.cli", "reconcile", f"--spark-server={sock}",
+                 f"--source=mysql://root@127.0.0.1:{origin.port}?password_env=NO_PASSWORD",
+                 f"--target=mysql://root@127.0.0.1:{target.port}?password_env=NO_PASSWORD",
+                 f"--tables={dbname}.t", "--pin=none", f"--out={tmp_path / run}"],
+                capture_output=True, text=True, timeout=300, env=env,
+            )  # fmt: skip
+            assert done.returncode == 1, f"run {run}: {done.stdout}{done.stderr[-3000:]}"
+            assert "missing   id=5" in done.stdout, done.stdout
+    finally:
+        server.send_signal(signal.SIGTERM)
+        output, _ = server.communicate(timeout=60)
+    assert server.returncode == 0, output[-3000:]

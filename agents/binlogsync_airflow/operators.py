@@ -280,13 +280,7 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         files: dict[Path, None] = {}
         for planned_job, out in zip(planned, outs, strict=True):
             job_args, job_files = site.reconcile_arguments(
-                site.ReconcileJob(
-                    planned_job["name"],
-                    planned_job["origin"],
-                    tuple(planned_job["targets"]),
-                    tuple(planned_job["patterns"]),
-                    dict(planned_job.get("rename", {})),
-                ),
+                site.ReconcileJob.from_json(planned_job),
                 planned_job["tables"],
                 hook.database,
                 out,
@@ -303,20 +297,23 @@ class BinlogsyncReconcileOperator(SparkSubmitOperator):
         code = shipping.build(run_dir / shipping.ZIP_NAME)
         self.py_files = ",".join([*filter(None, [self.py_files]), str(code)])
         cache = self._class_cache()
+        failed: AirflowException | None = None
         try:
             super().execute(context)
-        except AirflowException:
-            codes = [(state.read(out / "summary.json") or {}).get("exit_code") for out in outs]
-            if 1 not in codes or not all(code in (0, 1) for code in codes):
-                raise
-            self.log.info("the copies differ; %s reads the reports", "reconcile_result")
+        except AirflowException as exc:
+            failed = exc
         finally:
             shutil.rmtree(secrets, ignore_errors=True)
             if cache is not None:
                 cache.finish()
+        summaries = [state.read(out / "summary.json") or {} for out in outs]
+        if failed is not None:
+            codes = [summary.get("exit_code") for summary in summaries]
+            if 1 not in codes or not all(code in (0, 1) for code in codes):
+                raise failed
+            self.log.info("the copies differ; %s reads the reports", "reconcile_result")
         reports = []
-        for planned_job, out in zip(planned, outs, strict=True):
-            summary = state.read(out / "summary.json") or {}
+        for planned_job, out, summary in zip(planned, outs, summaries, strict=True):
             spark = summary.get("spark", {})
             self.log.info(
                 "%s: Spark application %s on %s",

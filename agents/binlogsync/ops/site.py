@@ -41,6 +41,17 @@ class ReconcileJob:
             "rename": self.rename,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReconcileJob:
+        """The job `to_json` made (extra keys, such as the plan's `tables` and `out`, ignored)."""
+        return cls(
+            data["name"],
+            data["origin"],
+            tuple(data["targets"]),
+            tuple(data["patterns"]),
+            dict(data.get("rename", {})),
+        )
+
 
 def origins(status: dict[str, Any]) -> list[str]:
     """Every origin the hub routes, in name order."""

@@ -227,12 +227,10 @@ def run_jobs(argvs: Sequence[Sequence[str]], env: MutableMapping[str, str] | Non
     per job). Each reports as it would alone, into its own --out; one that cannot compare does
     not stop the next. The exit code is the worst: 2 when any could not compare, else 1 when
     any copies differ, else 0. Spark's own settings (--master, --conf, --class-cache) are the
-    first job's."""
+    first job's; `argvs` holds one at least (main's --job is required)."""
     from .sparkapp import SparkStart
 
     environ: MutableMapping[str, str] = os.environ if env is None else env
-    if not argvs:
-        return _failed(ConfigError("no job given", "pass --job ARGV_JSON once per job"))
     try:
         spark = SparkStart(_spark_settings(_parse_job(argvs[0], 1), environ), environ)
     except Exception as exc:  # noqa: BLE001 - exit 2 with the reason, never 1
@@ -297,9 +295,8 @@ def _run(args: argparse.Namespace, environ: MutableMapping[str, str]) -> int:
 
     started = time.monotonic()
     options = options_from(args, environ)
-    spark = SparkStart(
-        _spark_settings(args, environ), environ
-    )  # starts now; the plan runs meanwhile
+    # Spark starts now; the plan runs meanwhile.
+    spark = SparkStart(_spark_settings(args, environ), environ)
     try:
         return _compare(options, spark, started)
     finally:

@@ -142,6 +142,12 @@ class ClientMetrics:
             "CURVE handshakes with the hub that failed since the link was last up (a key mismatch)",
             registry=r,
         )
+        self.capture_halted = Gauge(
+            "binlogsync_origin_capture_halted",
+            "1 while this agent's capture (an origin's) is stopped at something it must not "
+            "pass alone; the hub's binlogsync_capture_halted shows the same once it has heard",
+            registry=r,
+        )
         self.hub_link = Enum(
             "binlogsync_hub_link",
             "The link to the hub: welcomed, or why no WELCOME comes (connecting: nothing known "

@@ -118,12 +118,16 @@ def _checkpoint(target: Server) -> checkpoints.Checkpoint:
     return found
 
 
-def _captured(port: int) -> float:
-    """The origin agent's binlogsync_captured_transactions_total."""
+def _metric(port: int, name: str) -> float:
+    """A metric of the origin agent's endpoint."""
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    found = re.search(r"^binlogsync_captured_transactions_total (\S+)$", body, re.M)
+    found = re.search(rf"^{name} (\S+)$", body, re.M)
     assert found, body
     return float(found.group(1))
+
+
+def _captured(port: int) -> float:
+    return _metric(port, "binlogsync_captured_transactions_total")
 
 
 def _capture_skip(s: LocalSite, to: str, reason: str) -> str:
@@ -164,10 +168,13 @@ def test_statement_format_at_run_time_halts_capture_until_an_explicit_skip(
         _wait_caught_up(s)
         applied = _checkpoint(target)
         appended, captured = _status(s)["origins"][0]["appended"], _captured(metrics)
+        # the agent's own endpoint says so too (the compose site's healthcheck reads it)
+        assert _metric(metrics, "binlogsync_origin_capture_halted") == 0
 
         _run(origin, dbname, "SET GLOBAL binlog_format = 'STATEMENT'")
         _insert(origin, dbname, range(11, 16))  # five transactions, logged as statements
         halted = _wait_halted(s)
+        assert _metric(metrics, "binlogsync_origin_capture_halted") == 1
 
         error = halted["error"]
         assert error.startswith("capture stopped at binlog."), error
@@ -210,6 +217,7 @@ def test_statement_format_at_run_time_halts_capture_until_an_explicit_skip(
         assert row["last_capture_skip"]["reason"] == reason
         assert row["last_capture_skip"]["from"] == applied.position.to_json()
         assert _captured(metrics) == captured + 10
+        assert _metric(metrics, "binlogsync_origin_capture_halted") == 0
         [(name, skipped_from, skipped_to, recorded)] = _recorded_skips(s)
         assert (name, skipped_from, recorded) == ("origin", applied.position.to_json(), reason)
         assert (skipped_to["file"], skipped_to["offset"]) >= (end["file"], end["offset"])

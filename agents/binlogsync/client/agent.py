@@ -126,7 +126,10 @@ class ClientAgent(RunLoop):
             # (part of every catch-up after a restart) need not load the capture modules.
             from .origin import OriginRole
 
-            self.origin = OriginRole(config.name, config.origin, self.metrics, self.wake, limit)
+            origin = OriginRole(config.name, config.origin, self.metrics, self.wake, limit)
+            # read at each scrape: a container's healthcheck asks the agent, not the hub
+            self.metrics.capture_halted.set_function(lambda: float(origin.halted is not None))
+            self.origin = origin
         self.target = (
             TargetRole(config.target, self.metrics, self.wake, limit) if config.target else None
         )

@@ -10,9 +10,9 @@ the hub and the origin nothing, the target its TOML and the restart, the Postgre
 wheel copied again; so every other task of the role changed nothing, on every host), restart
 that agent alone (systemd's MainPID and ActiveEnterTimestamp of each unit), rotate no key and
 not restart MariaDB. The third, limited to that target and the hub, has a misspelt setting
-that `validate:` refuses without touching the running agent. Between them a row written on the origin must arrive on both
-targets (MariaDB and PostgreSQL), and `binlogsync status` on the hub must show every host
-online. The units' sandboxing is rated by `systemd-analyze security`.
+that `validate:` refuses without touching the running agent. Between them a row written on the
+origin must arrive on both targets (MariaDB and PostgreSQL), and `binlogsync status` on the hub
+must show every host online. The units' sandboxing is rated by `systemd-analyze security`.
 
 Without Docker: the example inventory renders the TOML and units it implies, and
 `ansible-lint` (production profile, offline) passes on deploy/ansible.

@@ -14,6 +14,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -511,6 +512,68 @@ def test_a_transaction_indexed_between_a_dumps_look_and_its_wait_is_sent(
             go.set()
             assert done.wait(5), "the transaction indexed meanwhile was not sent"
             assert gtids(seen) == ["1-900-1", "1-900-2", "1-900-3"]
+        finally:
+            go.set()
+            reader.close()
+            thread.join(5)
+
+
+@pytest.mark.parametrize("has", ["", "1-900-1"], ids=["nothing served yet", "caught up"])
+def test_a_transaction_indexed_while_a_gtid_dump_finds_its_start_is_sent(
+    hand: HandLog, monkeypatch: pytest.MonkeyPatch, has: str
+) -> None:
+    """A subscriber by GTID with nothing to catch up starts where the log ends. A transaction
+    indexed while the dump reads the GTID state and that end must be sent: in CI a replica
+    that connected to a new service as the origin's CREATE DATABASE and CREATE TABLE were
+    indexed never got them. The test holds the dump just after it reads the state while a
+    transaction is indexed."""
+    need, go = threading.Event(), threading.Event()
+    real = Index.state
+
+    def read(self: Index, server_id: int) -> Any:
+        found = real(self, server_id)
+        if sys._getframe(1).f_code.co_name == "_gtid_start" and not need.is_set():
+            need.set()  # the test thread indexes a transaction now
+            assert go.wait(10)
+        return found
+
+    monkeypatch.setattr(Index, "state", read)
+    if has:
+        hand.ddl("CREATE TABLE t (id INT PRIMARY KEY)")
+    seen: list[object] = []
+    with running(hand) as service:
+        wait_until(lambda: service.indexer.index.files(), 10, 0.01, "the first file")
+        if has:
+            indexed(service, 1)
+        reader = BinLogStreamReader(
+            connection_settings={"host": "127.0.0.1", "port": service.address[1], "user": USER,
+                                 "password": PASSWORD},
+            server_id=4245, blocking=True, is_mariadb=True, auto_position=has,
+            slave_heartbeat=0.2,
+        )  # fmt: skip
+        done = threading.Event()
+
+        def follow() -> None:
+            for event in reader:
+                seen.append(event)
+                if isinstance(event, QueryEvent) and event.query == "ALTER TABLE t ADD c INT":
+                    done.set()
+                    return
+
+        thread = threading.Thread(target=follow, daemon=True)
+        thread.start()
+        try:
+            assert need.wait(10), "the dump did not read the GTID state"
+            before = service.indexer.generation
+            if not has:
+                hand.ddl("CREATE TABLE t (id INT PRIMARY KEY)")
+            hand.ddl("ALTER TABLE t ADD c INT")
+            wait_until(lambda: service.indexer.generation > before
+                       and real(service.indexer.index, SERVICE_ID).get(1, (0, 0))[1] >= 2,
+                       10, 0.01, "both transactions indexed")  # fmt: skip
+            go.set()
+            assert done.wait(5), f"the transaction indexed meanwhile was not sent: {seen}"
+            assert gtids(seen) == (["1-900-2"] if has else ["1-900-1", "1-900-2"])
         finally:
             go.set()
             reader.close()

@@ -119,7 +119,8 @@ def test_several_jobs_share_one_application_on_the_cluster(
     the executors once (a second addPyFile of it, from the second job's own folder, failed that
     job: "File binlogsync-reconcile.zip was already registered with a different path"); each
     job sends its own passwords file; both jobs' tasks run on the cluster and each job reports
-    its own result."""
+    its own result. A job that cannot compare (a table that does not exist) does not stop the
+    next, and the exit code is the worst (2)."""
     make_table([origin, target], dbname, rows=1000)
     for server in (origin, target):
         execute(server, dbname, "CREATE TABLE u (id INT PRIMARY KEY, v INT)",
@@ -127,7 +128,8 @@ def test_several_jobs_share_one_application_on_the_cluster(
     execute(target, dbname, "DELETE FROM t WHERE id = 17", "UPDATE t SET amount = 0 WHERE id = 900")
     submit = Path(sys.executable).parent / "spark-submit"
     job = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
-    outs = {"u": tmp_path / "first", "t": tmp_path / "second"}
+    outs = {"no_such_table": tmp_path / "missing", "u": tmp_path / "first",
+            "t": tmp_path / "second"}  # fmt: skip
     jobs = [
         json.dumps([
             "--source", f"mysql://root@127.0.0.1:{origin.port}?password_env=NO_PASSWORD",
@@ -151,11 +153,12 @@ def test_several_jobs_share_one_application_on_the_cluster(
              "PYSPARK_DRIVER_PYTHON": sys.executable},
     )  # fmt: skip
     said = [line for line in done.stderr.splitlines() if "error" in line.lower()]
-    assert done.returncode == 1, done.stdout + "\n".join(said[:30])
+    assert done.returncode == 2, done.stdout + "\n".join(said[:30])
+    assert f"{dbname}.no_such_table" in done.stdout + done.stderr
     assert f"{dbname}.u → root@127.0.0.1:{target.port}: EQUAL" in done.stdout, done.stdout
     for line in ("missing   id=17", "changed   id=900  columns: amount"):
         assert line in done.stdout, done.stdout
-    summaries = [json.loads((out / "summary.json").read_text()) for out in outs.values()]
+    summaries = [json.loads((outs[t] / "summary.json").read_text()) for t in ("u", "t")]
     assert [s["exit_code"] for s in summaries] == [0, 1]
     apps = {s["spark"]["app_id"] for s in summaries}
     assert len(apps) == 1, summaries

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -168,41 +167,6 @@ def test_spark_submit_runs_the_job(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "missing   id=250" in result.stdout
     assert (tmp_path / "summary.json").exists()
-
-
-def test_spark_submit_runs_several_jobs_in_one_application(
-    origin: Server, target: Server, dbname: str, tmp_path: Path
-) -> None:
-    """The reconcile DAG's submission: one application, a --job per job; a job that cannot
-    compare (a table that does not exist) does not stop the next, each writes its own report,
-    and the exit code is the worst (2)."""
-    make_table([origin, target], dbname, rows=300)
-    execute(target, dbname, "DELETE FROM t WHERE id = 150")
-    submit = Path(sys.executable).parent / "spark-submit"
-    job = Path(__file__).resolve().parents[2] / "spark_jobs" / "reconcile_job.py"
-
-    def argv(table: str, out: Path) -> str:
-        return json.dumps([
-            "--source", f"mysql://root@127.0.0.1:{origin.port}",
-            "--target", f"mysql://root@127.0.0.1:{target.port}?password_env=NO_PASSWORD",
-            "--tables", f"{dbname}.{table}", "--pin", "none", "--out", str(out),
-        ])  # fmt: skip
-
-    outs = [tmp_path / "missing-table", tmp_path / "differs", tmp_path / "differs-again"]
-    jobs = [argv("no_such_table", outs[0]), argv("t", outs[1]), argv("t", outs[2])]
-    result = subprocess.run(
-        [str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false", str(job),
-         *(arg for j in jobs for arg in ("--job", j))],
-        capture_output=True, text=True, timeout=240,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable, "NO_PASSWORD": ""},
-    )  # fmt: skip
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert f"{dbname}.no_such_table" in result.stdout + result.stderr
-    assert result.stdout.count("missing   id=150") == 2, result.stdout
-    summaries = [json.loads((out / "summary.json").read_text()) for out in outs[1:]]
-    assert [s["exit_code"] for s in summaries] == [1, 1]
-    apps = {s["spark"]["app_id"] for s in summaries}
-    assert len(apps) == 1 and None not in apps, summaries  # one application for every job
 
 
 def test_a_job_list_that_is_not_json_is_refused_before_spark_starts(tmp_path: Path) -> None:

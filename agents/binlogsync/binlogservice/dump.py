@@ -194,6 +194,12 @@ class Dump:
             wanted = parse_state(text)
         except ProtocolError as exc:
             raise DumpError(f"malformed @slave_connect_state: {exc.message}") from exc
+        # Where the log ends, read before the GTID state: a transaction indexed between the
+        # two reads is then in the state and found by its GTID. Read after, the end passed a
+        # transaction the state did not hold yet, and a subscriber with nothing to catch up
+        # started beyond it, never to be sent (CI saw a replica wait for its CREATE TABLE).
+        last_file = files[-1]
+        end = self.index.end_of(last_file)
         ours = self.index.state(self.server_id)
         starts: list[tuple[int, int]] = []
         for domain, (server, seq) in wanted.items():
@@ -230,8 +236,7 @@ class Dump:
                 )
             starts.append((found.file, found.start))
         if not starts:
-            last_file = files[-1]
-            return last_file, self.index.end_of(last_file)
+            return last_file, end
         number, start = min(starts)
         info = self.index.file(number)
         if info is None:

@@ -458,6 +458,31 @@ def test_a_dump_of_a_live_service_gets_what_comes_and_heartbeats(hand: HandLog) 
             thread.join(5)
 
 
+def follow_until(
+    service: Any, server_id: int, position: str, query: str, seen: list[object]
+) -> tuple[BinLogStreamReader, threading.Thread, threading.Event]:
+    """A blocking dump by GTID from `position` on a thread, appending to `seen` until the
+    Query event `query` (the returned event is set then)."""
+    reader = BinLogStreamReader(
+        connection_settings={"host": "127.0.0.1", "port": service.address[1], "user": USER,
+                             "password": PASSWORD},
+        server_id=server_id, blocking=True, is_mariadb=True, auto_position=position,
+        slave_heartbeat=0.2,
+    )  # fmt: skip
+    done = threading.Event()
+
+    def read() -> None:
+        for event in reader:
+            seen.append(event)
+            if isinstance(event, QueryEvent) and event.query == query:
+                done.set()
+                return
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return reader, thread, done
+
+
 def test_a_transaction_indexed_between_a_dumps_look_and_its_wait_is_sent(
     hand: HandLog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -483,23 +508,7 @@ def test_a_transaction_indexed_between_a_dumps_look_and_its_wait_is_sent(
     seen: list[object] = []
     with running(hand) as service:
         indexed(service, 1)
-        reader = BinLogStreamReader(
-            connection_settings={"host": "127.0.0.1", "port": service.address[1], "user": USER,
-                                 "password": PASSWORD},
-            server_id=4244, blocking=True, is_mariadb=True, auto_position="", slave_heartbeat=0.2,
-        )  # fmt: skip
-
-        done = threading.Event()
-
-        def read() -> None:
-            for event in reader:
-                seen.append(event)
-                if isinstance(event, QueryEvent) and event.query == "ALTER TABLE t ADD d INT":
-                    done.set()
-                    return
-
-        thread = threading.Thread(target=read, daemon=True)
-        thread.start()
+        reader, thread, done = follow_until(service, 4244, "", "ALTER TABLE t ADD d INT", seen)
         try:
             wait_until(lambda: any(isinstance(e, HeartbeatLogEvent) for e in seen), 10, 0.02,
                        "the dump idle, after the first transaction")  # fmt: skip
@@ -545,23 +554,7 @@ def test_a_transaction_indexed_while_a_gtid_dump_finds_its_start_is_sent(
         wait_until(lambda: service.indexer.index.files(), 10, 0.01, "the first file")
         if has:
             indexed(service, 1)
-        reader = BinLogStreamReader(
-            connection_settings={"host": "127.0.0.1", "port": service.address[1], "user": USER,
-                                 "password": PASSWORD},
-            server_id=4245, blocking=True, is_mariadb=True, auto_position=has,
-            slave_heartbeat=0.2,
-        )  # fmt: skip
-        done = threading.Event()
-
-        def follow() -> None:
-            for event in reader:
-                seen.append(event)
-                if isinstance(event, QueryEvent) and event.query == "ALTER TABLE t ADD c INT":
-                    done.set()
-                    return
-
-        thread = threading.Thread(target=follow, daemon=True)
-        thread.start()
+        reader, thread, done = follow_until(service, 4245, has, "ALTER TABLE t ADD c INT", seen)
         try:
             assert need.wait(10), "the dump did not read the GTID state"
             before = service.indexer.generation

@@ -62,6 +62,14 @@ def checksum(server: Server, db: str, table: str) -> Any:
         return None if row is None else row[1]
 
 
+def wait_replica(replica: Server, s: LocalSite, predicate: Any, timeout: float, what: str) -> None:
+    """wait_until, failing with the replica's SHOW SLAVE STATUS and the agents' logs."""
+    try:
+        wait_until(predicate, timeout, 0.05, what)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{slave_status(replica)}\n{s.logs()}") from None
+
+
 def wait_same(origin: Server, replica: Server, db: str, table: str, s: LocalSite) -> None:
     want = checksum(origin, db, table)
 
@@ -71,10 +79,7 @@ def wait_same(origin: Server, replica: Server, db: str, table: str, s: LocalSite
         except Exception:  # noqa: BLE001 - the table may not be there yet
             return False
 
-    try:
-        wait_until(same, 120, 0.1, f"{replica.name} equal to {origin.name} on {db}.{table}")
-    except TimeoutError as exc:
-        raise AssertionError(f"{exc}\n{slave_status(replica)}\n{s.logs()}") from None
+    wait_replica(replica, s, same, 120, f"{replica.name} equal to {origin.name} on {db}.{table}")
 
 
 def assert_clean(replica: Server) -> dict[str, Any]:
@@ -255,14 +260,12 @@ def test_a_transaction_of_300000_rows_streams_from_its_parts_with_the_hub_bounde
         with origin.connect() as conn, conn.cursor() as cur:
             cur.execute(f"CREATE DATABASE `{dbname}`")
             cur.execute(f"CREATE TABLE `{dbname}`.big (id INT PRIMARY KEY, pad VARCHAR(100))")
-        try:
-            wait_until(
-                lambda: by_gtid.scalar(f"SELECT COUNT(*) FROM information_schema.TABLES WHERE "
-                                        f"TABLE_SCHEMA = '{dbname}'") == 1,
-                60, 0.05, "the table on the replica",
-            )  # fmt: skip
-        except TimeoutError as exc:
-            raise AssertionError(f"{exc}\n{slave_status(by_gtid)}\n{s.logs()}") from None
+        wait_replica(
+            by_gtid, s,
+            lambda: by_gtid.scalar(f"SELECT COUNT(*) FROM information_schema.TABLES WHERE "
+                                   f"TABLE_SCHEMA = '{dbname}'") == 1,
+            60, "the table on the replica",
+        )  # fmt: skip
         s.reset_peak_rss("hub")
         with origin.connect(dbname) as conn, conn.cursor() as cur:
             cur.execute("INSERT INTO big SELECT seq, REPEAT('x', 90) FROM seq.seq_1_to_300000")

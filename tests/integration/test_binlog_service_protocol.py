@@ -557,13 +557,10 @@ def test_a_transaction_indexed_while_a_gtid_dump_finds_its_start_is_sent(
         reader, thread, done = follow_until(service, 4245, has, "ALTER TABLE t ADD c INT", seen)
         try:
             assert need.wait(10), "the dump did not read the GTID state"
-            before = service.indexer.generation
             if not has:
                 hand.ddl("CREATE TABLE t (id INT PRIMARY KEY)")
             hand.ddl("ALTER TABLE t ADD c INT")
-            wait_until(lambda: service.indexer.generation > before
-                       and real(service.indexer.index, SERVICE_ID).get(1, (0, 0))[1] >= 2,
-                       10, 0.01, "both transactions indexed")  # fmt: skip
+            indexed(service, 2)
             go.set()
             assert done.wait(5), f"the transaction indexed meanwhile was not sent: {seen}"
             assert gtids(seen) == (["1-900-2"] if has else ["1-900-1", "1-900-2"])

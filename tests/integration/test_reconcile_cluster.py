@@ -111,6 +111,54 @@ def test_the_warm_up_runs_no_task_where_the_executors_lack_binlogsync(spark_clus
     assert failed == 0, executors
 
 
+TWO_RUNS_OF_PASSWORDS = """
+import json, os, sys
+from pyspark.sql import SparkSession
+from binlogsync.reconcile import passwords
+session = SparkSession.builder.master(sys.argv[1]).getOrCreate()
+sc = session.sparkContext
+
+def read(name):
+    def task(_):
+        from pyspark import SparkFiles
+        with open(SparkFiles.get(name)) as f:
+            return os.path.abspath(SparkFiles.getRootDirectory()), json.load(f)
+    return task
+
+first = passwords.Distributed(sc, {"source": "one"}, local=False)
+sc.parallelize([0], 1).map(read(first.name)).collect()  # one task: one executor fetches it
+first.remove()
+second = passwords.Distributed(sc, {"source": "two"}, local=False)
+got = sc.parallelize(range(40), 40).map(read(second.name)).collect()
+print(json.dumps({"executors": sorted({folder for folder, _ in got}),
+                  "read": sorted({json.dumps(p) for _, p in got}),
+                  "first": first.path.read_text(), "folders": [str(first.folder)]}))
+session.stop()
+"""
+
+
+def test_a_later_run_on_an_executor_new_to_the_application_finds_every_secrets_file(
+    spark_cluster: Any, tmp_path: Path
+) -> None:
+    """An executor fetches every file added to the application so far before its first task.
+    A run's secrets file was deleted when the run ended, so the next run of the same
+    application (the next job of one spark-submit, a warm server's next run) failed every
+    task on an executor that had not worked for the first ("Stream '/files/…secrets.json' was
+    not found"; CI, test_several_jobs_share_one_application_on_the_cluster). The file stays,
+    emptied of its passwords when its run ends, and goes with the driver's process."""
+    done = subprocess.run(
+        [sys.executable, "-c", TWO_RUNS_OF_PASSWORDS, spark_cluster.master_url],
+        capture_output=True, text=True, timeout=180,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(seen["executors"]) == 2, seen  # the second run reached the new executor too
+    assert seen["read"] == [json.dumps({"source": "two"})]
+    assert seen["first"] == "{}"  # the first run's passwords left the driver's disk with it
+    assert not Path(seen["folders"][0]).exists()
+
+
 def test_several_jobs_share_one_application_on_the_cluster(
     spark_cluster: Any, origin: Server, target: Server, dbname: str, tmp_path: Path
 ) -> None:
@@ -157,7 +205,7 @@ def test_several_jobs_share_one_application_on_the_cluster(
     assert f"{dbname}.no_such_table" in done.stdout + done.stderr
     assert f"{dbname}.u → root@127.0.0.1:{target.port}: EQUAL" in done.stdout, done.stdout
     for line in ("missing   id=17", "changed   id=900  columns: amount"):
-        assert line in done.stdout, done.stdout
+        assert line in done.stdout, done.stdout + done.stderr[-6000:]
     summaries = [json.loads((outs[t] / "summary.json").read_text()) for t in ("u", "t")]
     assert [s["exit_code"] for s in summaries] == [0, 1]
     apps = {s["spark"]["app_id"] for s in summaries}

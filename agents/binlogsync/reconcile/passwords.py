@@ -7,9 +7,10 @@ shows both, and the Airflow Spark provider turns `env_vars` into conf on YARN an
 The driver writes them to one file (mode 0600, in a folder of its own); the tasks carry the
 file's name and no password, and each executor process reads the file once. On a cluster the
 file is added to the application (`SparkContext.addFile`) and read from each executor's
-SparkFiles folder; in local mode the executors share the driver's machine and read it where it
-is (local mode's executor and driver share one SparkFiles folder, where Spark's own copy of an
-added file races between concurrent tasks).
+SparkFiles folder (the file stays added for the application's life, emptied when its run
+ends: see `Distributed.remove`); in local mode the executors share the driver's machine and
+read it where it is (local mode's executor and driver share one SparkFiles folder, where
+Spark's own copy of an added file races between concurrent tasks).
 
 On the driver the passwords come from the URLs (`?password_file=PATH`, a file with the password
 alone, for what runs unattended; `?password_env=VAR`; or the URL itself).
@@ -17,6 +18,7 @@ alone, for what runs unattended; `?password_env=VAR`; or the URL itself).
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import secrets
@@ -48,8 +50,21 @@ class Distributed:
             sc.addFile(str(path))
             self.name = path.name  # a SparkFiles name
 
+        self.path = path
+        self.local = local
+
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Take the passwords off the driver's disk when the run is over. An added file stays
+        in the application: an executor fetches every file added so far before its first task
+        of a later run (a warm server's next run, the next job of a DAG run's submission), so
+        a deleted one failed that run's tasks ("Stream '/files/…secrets.json' was not found").
+        Its content is emptied now and its folder removed when the driver's process ends."""
+        if self.local:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            return
+        with open(self.path, "w") as f:
+            f.write("{}")
+        atexit.register(shutil.rmtree, self.folder, True)
 
 
 def password(file: str, key: str) -> str:

@@ -132,7 +132,8 @@ second = passwords.Distributed(sc, {"source": "two"}, local=False)
 got = sc.parallelize(range(40), 40).map(read(second.name)).collect()
 print(json.dumps({"executors": sorted({folder for folder, _ in got}),
                   "read": sorted({json.dumps(p) for _, p in got}),
-                  "first": first.path.read_text(), "folders": [str(first.folder)]}))
+                  "first": first.path.read_text(),
+                  "folders": [str(first.folder), str(second.folder)]}))
 session.stop()
 """
 
@@ -145,7 +146,8 @@ def test_a_later_run_on_an_executor_new_to_the_application_finds_every_secrets_f
     application (the next job of one spark-submit, a warm server's next run) failed every
     task on an executor that had not worked for the first ("Stream '/files/…secrets.json' was
     not found"; CI, test_several_jobs_share_one_application_on_the_cluster). The file stays,
-    emptied of its passwords when its run ends, and goes with the driver's process."""
+    emptied of its passwords when its run ends, and its folder (one per driver process) goes
+    with the driver's process."""
     done = subprocess.run(
         [sys.executable, "-c", TWO_RUNS_OF_PASSWORDS, spark_cluster.master_url],
         capture_output=True, text=True, timeout=180,
@@ -156,6 +158,7 @@ def test_a_later_run_on_an_executor_new_to_the_application_finds_every_secrets_f
     assert len(seen["executors"]) == 2, seen  # the second run reached the new executor too
     assert seen["read"] == [json.dumps({"source": "two"})]
     assert seen["first"] == "{}"  # the first run's passwords left the driver's disk with it
+    assert len(set(seen["folders"])) == 1  # one folder per driver process
     assert not Path(seen["folders"][0]).exists()
 
 

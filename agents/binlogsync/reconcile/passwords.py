@@ -4,9 +4,9 @@ A reconciliation's tasks connect to the source and every target, so the executor
 passwords. They never travel in the tasks themselves (a closure is data Spark may log or spill),
 nor on a command line, nor in Spark's conf or environment (the application's environment page
 shows both, and the Airflow Spark provider turns `env_vars` into conf on YARN and Kubernetes).
-The driver writes them to one file (mode 0600, in a folder of its own); the tasks carry the
-file's name and no password, and each executor process reads the file once. On a cluster the
-file is added to the application (`SparkContext.addFile`) and read from each executor's
+The driver writes them to one file per run (mode 0600, in the driver process's folder of mode
+0700, removed when the process exits); the tasks carry the file's name and no password, and
+each executor process reads the file once. On a cluster the file is added to the application (`SparkContext.addFile`) and read from each executor's
 SparkFiles folder (the file stays added for the application's life, emptied when its run
 ends: see `Distributed.remove`); in local mode the executors share the driver's machine and
 read it where it is (local mode's executor and driver share one SparkFiles folder, where
@@ -34,12 +34,26 @@ _LOADED: dict[str, dict[str, str]] = {}  # per executor process: file name -> pa
 _LOCK = threading.Lock()
 
 
+_FOLDER: Path | None = None  # this driver process's folder of secrets files
+
+
+def _folder() -> Path:
+    """The process's folder for its runs' secrets files (mode 0700), removed when it exits: a
+    warm server runs for months, one folder, not one per run."""
+    global _FOLDER
+    with _LOCK:
+        if _FOLDER is None or not _FOLDER.is_dir():
+            _FOLDER = Path(tempfile.mkdtemp(prefix="binlogsync-secrets-"))
+            os.chmod(_FOLDER, 0o700)
+            atexit.register(shutil.rmtree, _FOLDER, True)
+        return _FOLDER
+
+
 class Distributed:
     """The file of one run's passwords, added to its Spark application."""
 
     def __init__(self, sc: Any, passwords: dict[str, str], local: bool) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="binlogsync-secrets-"))
-        os.chmod(self.folder, 0o700)
+        self.folder = _folder()
         path = self.folder / f"binlogsync-{secrets.token_hex(8)}.secrets.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -49,7 +63,6 @@ class Distributed:
         else:
             sc.addFile(str(path))
             self.name = path.name  # a SparkFiles name
-
         self.path = path
         self.local = local
 
@@ -58,13 +71,12 @@ class Distributed:
         in the application: an executor fetches every file added so far before its first task
         of a later run (a warm server's next run, the next job of a DAG run's submission), so
         a deleted one failed that run's tasks ("Stream '/files/…secrets.json' was not found").
-        Its content is emptied now and its folder removed when the driver's process ends."""
+        Its content is emptied now; the folder goes when the driver's process ends."""
         if self.local:
-            shutil.rmtree(self.folder, ignore_errors=True)
+            self.path.unlink(missing_ok=True)
             return
         with open(self.path, "w") as f:
             f.write("{}")
-        atexit.register(shutil.rmtree, self.folder, True)
 
 
 def password(file: str, key: str) -> str:

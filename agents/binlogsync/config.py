@@ -375,7 +375,7 @@ class TargetConfig:
     database: DatabaseSettings
     # Half the hub's default window (8 DELIVERs of 1,000 transactions): while a group applies,
     # the hub sends the next one whole, so a draining target's groups are all this large, and a
-    # larger group reduces more and shares its fixed costs (docs/benchmarks.md). A live
+    # larger group reduces more and shares its fixed costs (docs/performance-history.md). A live
     # stream's groups are what has arrived, a transaction or a few.
     group_transactions: int = 4000
     retry_initial: float = 0.5

@@ -5,8 +5,8 @@ while the server runs the group's bulk statements. The server needs nothing more
 DATA LOCAL statement once its rows are sent but the empty packet that ends them, so the thread
 that sent them can decode the next group's bodies meanwhile and end the statement after: the
 server's work and the agent's overlap on one thread, with no second thread taking the GIL
-from the one that talks to the server (docs/benchmarks.md has the two ways with threads that
-lost). The decoding is work the next group needs anyway; only its end waits a little longer.
+from the one that talks to the server (docs/performance-history.md has the two ways with threads
+that lost). The decoding is work the next group needs anyway; only its end waits a little longer.
 
 `set_work(fn, ready)` registers, for the calling thread, a function that does one small piece
 of such work and says whether it did any, and one that says cheaply whether there is any now

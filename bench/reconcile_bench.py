@@ -56,6 +56,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -547,7 +549,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000000,10000000")
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--dir", default=None, help="sandbox folder (default: a temporary one)")
+    p.add_argument(
+        "--dir", default=None, help="sandbox folder, kept (default: a temporary one, removed)"
+    )
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument(
         "--variants",
@@ -564,7 +568,24 @@ def main(argv: list[str] | None = None) -> int:
         help="sizes at which a PostgreSQL copy is compared too ('' for none)",
     )
     args = p.parse_args(argv)
-    root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="reconcile-bench-"))
+    with bench_root(args.dir) as root:
+        return _main(args, root)
+
+
+@contextmanager
+def bench_root(folder: str | None) -> Iterator[Path]:
+    """The bench's folder: `--dir` as given (kept), or a temporary one removed at the end
+    (it holds the sandbox's servers and each run's report: about 2 GB after a 10M-row run)."""
+    if folder:
+        yield Path(folder)
+        return
+    with tempfile.TemporaryDirectory(
+        prefix="reconcile-bench-", ignore_cleanup_errors=True
+    ) as temporary:
+        yield Path(temporary)
+
+
+def _main(args: argparse.Namespace, root: Path) -> int:
     info = machine()
     global BEFORE, CLUSTER, SERVER, SERVER_SOCKET
     BEFORE = Path(args.before).resolve() if args.before else None

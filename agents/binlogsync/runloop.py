@@ -17,8 +17,9 @@ import gc
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from types import FrameType
 
 log = logging.getLogger("binlogsync")
@@ -120,6 +121,36 @@ def collection_deferred() -> Iterator[None]:
 _deferring = 0  # units running now with collection deferred
 _enabled_before = True  # whether the collector was on when the first of them began
 _deferring_lock = threading.Lock()
+
+
+class CollectionPause:
+    """`collection_deferred` held across units of work that follow one another, at most
+    `most` seconds at a time: a draining target's next group, decoded ahead while the server
+    worked, is alive when a group ends, so re-enabling the collector there set off a
+    collection that walked it, once per group. One per thread that runs units."""
+
+    def __init__(self, most: float) -> None:
+        self.most = most
+        self._held = ExitStack()
+        self._since: float | None = None
+
+    @contextmanager
+    def unit(self, more: Callable[[], bool]) -> Iterator[None]:
+        """One unit with collection deferred; still deferred after it while `more()` says
+        another unit is waiting and the pause is younger than `most`."""
+        if self._since is None:
+            self._held.enter_context(collection_deferred())
+            self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            if not more() or time.monotonic() - self._since >= self.most:
+                self.end()
+
+    def end(self) -> None:
+        """Collection back on (as far as this pause is concerned)."""
+        self._held.close()
+        self._since = None
 
 
 class Backoff:

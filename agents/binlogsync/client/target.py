@@ -34,7 +34,6 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +48,7 @@ from ..errors import BinlogsyncError, ProtocolError
 from ..metrics import ClientMetrics
 from ..model import ROW_KINDS, Part, Transaction, body_from_wire
 from ..position import Position
-from ..runloop import Backoff, RunLoop, collection_deferred
+from ..runloop import Backoff, CollectionPause, RunLoop
 
 log = logging.getLogger("binlogsync.target")
 
@@ -326,46 +325,36 @@ class ApplyWorker(RunLoop):
     DEFER_ACROSS_GROUPS_S = 1.0
 
     def run(self) -> int:
-        """Apply groups until stopped. Collection is deferred while a group runs
-        (`collection_deferred`), and across groups while more are queued, up to
-        DEFER_ACROSS_GROUPS_S at a time: in a drain the next group's transactions, decoded
-        ahead while the server worked (idle work), are alive when a group ends, so the
-        collection that re-enabling the collector set off walked them all, once per group."""
+        """Apply groups until stopped, collection deferred while a group runs and across
+        groups while more are queued, up to DEFER_ACROSS_GROUPS_S at a time
+        (`runloop.CollectionPause`)."""
         idle.set_work(self._decode_ahead, self._next_is_whole)
-        deferral, deferred_at = ExitStack(), None
+        pause = CollectionPause(self.DEFER_ACROSS_GROUPS_S)
         try:
             while not self.stopping:
                 self._close_idle_lanes()
                 group = self._take()
                 if not group:
-                    deferral.close()
-                    deferred_at = None
+                    pause.end()
                     self.pending_since = None
                     self._resend_if_stuck()
                     continue
                 self.dropped_at = None
                 self.pending_since = min((d.ts for d in group if d.ts), default=None)
                 generation = self.generation
-                if deferred_at is None:
-                    deferral.enter_context(collection_deferred())
-                    deferred_at = time.monotonic()
-                try:
-                    if group[0].repair:
-                        self._repairs(group[0])
-                    elif group[0].part:
-                        self._part(group[0])
-                    else:
-                        self._apply(group, generation)
-                except ProtocolError as exc:
-                    log.warning("dropped a malformed delivery of %s: %s", self.origin, exc)
-                    self._failed(group[-1], exc, None, resend=True)
-                if self.queue.empty() or time.monotonic() - deferred_at >= (
-                    self.DEFER_ACROSS_GROUPS_S
-                ):
-                    deferral.close()
-                    deferred_at = None
+                with pause.unit(lambda: not self.queue.empty()):
+                    try:
+                        if group[0].repair:
+                            self._repairs(group[0])
+                        elif group[0].part:
+                            self._part(group[0])
+                        else:
+                            self._apply(group, generation)
+                    except ProtocolError as exc:
+                        log.warning("dropped a malformed delivery of %s: %s", self.origin, exc)
+                        self._failed(group[-1], exc, None, resend=True)
         finally:
-            deferral.close()
+            pause.end()
         return 0
 
     def _apply(self, group: list[Delivery], generation: int) -> None:

@@ -6,11 +6,12 @@ nor on a command line, nor in Spark's conf or environment (the application's env
 shows both, and the Airflow Spark provider turns `env_vars` into conf on YARN and Kubernetes).
 The driver writes them to one file per run (mode 0600, in the driver process's folder of mode
 0700, removed when the process exits); the tasks carry the file's name and no password, and
-each executor process reads the file once. On a cluster the file is added to the application (`SparkContext.addFile`) and read from each executor's
-SparkFiles folder (the file stays added for the application's life, emptied when its run
-ends: see `Distributed.remove`); in local mode the executors share the driver's machine and
-read it where it is (local mode's executor and driver share one SparkFiles folder, where
-Spark's own copy of an added file races between concurrent tasks).
+each executor process reads the file once. On a cluster the file is added to the application
+(`SparkContext.addFile`) and read from each executor's SparkFiles folder (the file stays added
+for the application's life, emptied when its run ends: see `Distributed.remove`); in local
+mode the executors share the driver's machine and read it where it is (local mode's executor
+and driver share one SparkFiles folder, where Spark's own copy of an added file races between
+concurrent tasks).
 
 On the driver the passwords come from the URLs (`?password_file=PATH`, a file with the password
 alone, for what runs unattended; `?password_env=VAR`; or the URL itself).

@@ -230,9 +230,10 @@ class SparkStart:
         )
 
     def _start(self) -> None:
-        """Context, then (while the plan and the first chunk queries already use it) the
-        Python workers (where the executors can import binlogsync already: a cluster's get it
-        only once the run ships it), the SQL session and Spark SQL's first query."""
+        """Context, then (while the plan and the first chunk queries already use it) the SQL
+        session and Spark SQL's planning of a query like the row stage's, and, on a thread of
+        their own, the Python workers (where the executors can import binlogsync already: a
+        cluster's get it only once the run ships it)."""
         try:
             from pyspark import SparkContext
 
@@ -246,7 +247,11 @@ class SparkStart:
             return
         self._context_ready.set()
         if self._owner and executors_have_binlogsync(self._context):
-            _warm_workers(self._context)
+            # A job: in local mode it may wait for task slots the checksum tasks hold, so it
+            # must not hold up the session behind it.
+            threading.Thread(
+                target=_warm_workers, args=(self._context,), name="spark-warm", daemon=True
+            ).start()
         try:
             from pyspark.sql import SparkSession
 
@@ -342,12 +347,14 @@ def _warm_workers(sc: Any) -> None:
 
 
 def _warm_sql(session: Any) -> None:
-    """Spark SQL's first query (a join like the row stage's) and its code generation, while
-    the chunk checksums run."""
+    """Spark SQL's analysis and planning of a query shaped like the row stage's, on no rows and
+    without a job (in local mode the checksum tasks hold every task slot until they end, so a
+    job would wait for them and warm nothing): the row stage's first query then starts with
+    Catalyst's classes loaded and compiled."""
     try:
-        left = session.createDataFrame([(0, "a", 1)], "t int, k string, h long")
-        right = session.createDataFrame([(0, "b", 2)], "t int, k string, h long")
-        left.join(right, ["t", "k"], "full_outer").count()
+        from .rowstage import candidates
+
+        candidates(session, session.sparkContext.emptyRDD())._jdf.queryExecution().executedPlan()
     except Exception:  # noqa: BLE001 - only a warm-up
         log.debug("Spark SQL warm-up failed", exc_info=True)
 

@@ -46,6 +46,7 @@ SCRIPT = textwrap.dedent(
     jobs = set(sc.statusTracker().getJobIdsForGroup())
     sparkapp._warm_sql(session)
     print("jobs the SQL warm-up ran:", sorted(set(sc.statusTracker().getJobIdsForGroup()) - jobs))
+    print("adaptive:", session.conf.get("spark.sql.adaptive.enabled"))
     start.stop()
     """
 )
@@ -70,3 +71,5 @@ def test_the_session_never_waits_behind_a_job_and_the_sql_warm_up_runs_none(
     assert "session while the warm-up waits: True" in done.stdout, done.stdout + done.stderr[-3000:]
     # Before: the SQL warm-up counted a join, a job that waited for the checksum tasks too.
     assert "jobs the SQL warm-up ran: []" in done.stdout, done.stdout + done.stderr[-3000:]
+    # Off by default: with it the plan holds no generated code for the warm-up to compile.
+    assert "adaptive: false" in done.stdout, done.stdout

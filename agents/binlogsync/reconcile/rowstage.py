@@ -76,29 +76,22 @@ REPORT_COLUMNS = (
 
 def candidates(spark: Any, emitted: Any) -> Any:
     """The keys of the emitted rows that differ between the two sides: a DataFrame of
-    (table, target, chunk, key_pickle)."""
-    from pyspark.sql import functions as F
-
+    (table, target, chunk, key_pickle). One SQL statement: each DataFrame step of the same
+    query was a round trip to the JVM and an analysis of the plan so far (0.07 s against
+    0.035 s to build it, warm)."""
     from .taskdata import SOURCE, TARGET
 
     rows = spark.createDataFrame(emitted.filter(is_row_hash), _row_schema(), verifySchema=False)
-    source = rows.where(F.col("side") == SOURCE).select(
-        "table", "target", "key", F.col("chunk").alias("s_chunk"),
-        F.col("key_pickle").alias("s_pickle"), F.col("hash").alias("s_hash"),
-    )  # fmt: skip
-    target = rows.where(F.col("side") == TARGET).select(
-        "table", "target", "key", F.col("chunk").alias("t_chunk"),
-        F.col("key_pickle").alias("t_pickle"), F.col("hash").alias("t_hash"),
-    )  # fmt: skip
-    joined = source.join(target, ["table", "target", "key"], "full_outer")
-    differing = joined.where(
-        F.col("s_hash").isNull() | F.col("t_hash").isNull() | (F.col("s_hash") != F.col("t_hash"))
-    )
-    return differing.select(
-        "table",
-        "target",
-        F.coalesce("s_chunk", "t_chunk").alias("chunk"),
-        F.coalesce("s_pickle", "t_pickle").alias("key_pickle"),
+    return spark.sql(
+        f"""SELECT coalesce(s.`table`, t.`table`) AS `table`,
+                   coalesce(s.target, t.target) AS target,
+                   coalesce(s.chunk, t.chunk) AS chunk,
+                   coalesce(s.key_pickle, t.key_pickle) AS key_pickle
+            FROM (SELECT * FROM {{rows}} WHERE side = {SOURCE}) s
+            FULL OUTER JOIN (SELECT * FROM {{rows}} WHERE side = {TARGET}) t
+              ON s.`table` = t.`table` AND s.target = t.target AND s.`key` = t.`key`
+            WHERE s.hash IS NULL OR t.hash IS NULL OR s.hash != t.hash""",
+        rows=rows,
     )
 
 

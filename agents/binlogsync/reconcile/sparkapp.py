@@ -231,9 +231,9 @@ class SparkStart:
 
     def _start(self) -> None:
         """Context, then (while the plan and the first chunk queries already use it) the SQL
-        session and Spark SQL's planning of a query like the row stage's, and, on a thread of
-        their own, the Python workers (where the executors can import binlogsync already: a
-        cluster's get it only once the run ships it)."""
+        session and Spark SQL's planning and compiling of a query like the row stage's, and,
+        on a thread of their own, the Python workers (where the executors can import
+        binlogsync already: a cluster's get it only once the run ships it)."""
         try:
             from pyspark import SparkContext
 

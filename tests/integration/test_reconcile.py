@@ -113,6 +113,10 @@ def test_every_kind_of_difference_is_found_exactly(
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["tables"][0]["changed"] == 16 and summary["exit_code"] == 1
     assert summary["options"]["hash"] == hash
+    # Every stage's time, the report's own write too (it was timed only after summary.json
+    # had been written, so the file never held it).
+    stages = [s["stage"] for s in summary["stages"]]
+    assert stages == ["plan", "checksums", "rows", "write report"], stages
     text = report.render()
     assert "DIFFERENT" in text and "id=600" in text
 

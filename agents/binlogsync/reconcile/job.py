@@ -83,9 +83,7 @@ def run(options: Options, spark: Any, started: float | None = None) -> Report:
         frame = _rows_stage(session, tasks, emitted, report)
         _record_verified(options, report)
         if options.out is not None:
-            written = time.monotonic()
             report.write(options.out, session)
-            report.stage("write report", time.monotonic() - written, 0)
         if options.repair is not None and not report.errors_present():
             from .repair import repair
 

@@ -313,12 +313,15 @@ class Report:
         }
 
     def write(self, out: Path, spark: Any) -> None:
+        """rows.parquet (written by Spark), then summary.json, whose stages include the write."""
+        started = time.monotonic()
         out.mkdir(parents=True, exist_ok=True)
         path = out / "rows.parquet"
         if path.is_file():  # an older run's report (a single file then)
             path.unlink()
         rowstage.write(spark, self.rows, str(path))
         self.files["rows"] = str(path)
+        self.stage("write report", time.monotonic() - started, 0)
         self.write_summary(out)
 
     def write_summary(self, out: Path) -> None:

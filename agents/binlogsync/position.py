@@ -50,9 +50,6 @@ GTID_BASE = 1 << 62  # every GTID position's key is above every file position's
 MAX_STATE = 255  # characters of a GTID state (the checkpoint table's column)
 _GTID = re.compile(r"^(\d{1,10})-(\d{1,10})-(\d{1,20})$")
 GTID_STATE = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
-# A state of one domain that `parse_state` reads as it is (ASCII digits, no blanks): `_gtid_key`
-# takes it the short way once its numbers are in range, and leaves anything else to the long.
-_ONE_GTID = re.compile(r"([0-9]{1,10})-([0-9]{1,10})-([0-9]{1,20})")
 _U32 = 1 << 32
 
 GtidState = dict[int, tuple[int, int]]  # domain → (server id, sequence number)
@@ -95,13 +92,37 @@ def state_text(state: GtidState) -> str:
     return ",".join(f"{d}-{s}-{n}" for d, (s, n) in sorted(state.items()))
 
 
-@lru_cache(maxsize=65536)
 def _gtid_key(text: str) -> int:
-    one = _ONE_GTID.fullmatch(text)
-    if one is not None:  # one replication domain, the usual state: no dict, half the cost
-        domain, server, seq = map(int, one.groups())
-        if domain < _U32 and server < _U32 and seq < GTID_BASE:
-            return GTID_BASE + seq
+    """A GTID state's key: the sum of its sequence numbers, above every file position's.
+
+    A state of one domain that `parse_state` reads as it is (ASCII digits, no blanks, the
+    lengths its pattern allows) is taken the short way once its numbers are in range:
+    split, no regular expression, no dict and no cache (each transaction's state is new,
+    so a cache only missed: 0.85 µs a key with one, 0.40 without). Anything else goes the
+    long way."""
+    domain, _, rest = text.partition("-")
+    server, _, seq = rest.partition("-")
+    if (
+        len(domain) <= 10
+        and len(server) <= 10
+        and len(seq) <= 20
+        and domain.isdigit()
+        and server.isdigit()
+        and seq.isdigit()
+        and domain.isascii()
+        and server.isascii()
+        and seq.isascii()
+        and int(domain) < _U32
+        and int(server) < _U32
+    ):
+        number = int(seq)
+        if number < GTID_BASE:
+            return GTID_BASE + number
+    return _state_key(text)
+
+
+@lru_cache(maxsize=4096)
+def _state_key(text: str) -> int:
     total = sum(seq for _server, seq in parse_state(text).values())
     if total >= GTID_BASE:
         raise ProtocolError(f"GTID state {text[:200]!r}: sequence numbers too large")

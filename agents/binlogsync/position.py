@@ -42,14 +42,17 @@ from functools import lru_cache, total_ordering
 from .errors import ProtocolError
 from .frozen import maker
 
-_FILE_NUMBER = re.compile(r"\.(\d+)$")
+_FILE_NUMBER = re.compile(r"\.(\d+)$", re.ASCII)
 _OFFSET_BITS = 40
 _FILE_NUMBER_LIMIT = 1 << 22
 _MAX_FILE_NAME = 255
 GTID_BASE = 1 << 62  # every GTID position's key is above every file position's
 MAX_STATE = 255  # characters of a GTID state (the checkpoint table's column)
-_GTID = re.compile(r"^(\d{1,10})-(\d{1,10})-(\d{1,20})$")
-GTID_STATE = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$")
+# ASCII digits only (as in _FILE_NUMBER): `\d` alone also matches other scripts' digits,
+# which int() reads as numbers ("0-1-٣" passed as "0-1-3" under another text); no server
+# writes them.
+_GTID = re.compile(r"^(\d{1,10})-(\d{1,10})-(\d{1,20})$", re.ASCII)
+GTID_STATE = re.compile(r"^\d+-\d+-\d+(,\d+-\d+-\d+)*$", re.ASCII)
 _U32 = 1 << 32
 
 GtidState = dict[int, tuple[int, int]]  # domain → (server id, sequence number)

@@ -59,6 +59,8 @@ def test_position_key_packs_file_and_offset() -> None:
     assert file_number("mysql-bin.000123") == 123
     with pytest.raises(ProtocolError):
         file_number("binlog")
+    with pytest.raises(ProtocolError):  # another script's digits: int() would read 3
+        file_number("binlog.٣")
 
 
 @pytest.mark.parametrize("gtid", ["0-1-57", None])

@@ -86,6 +86,9 @@ def test_the_command_line_takes_a_gtid_state_or_file_offset(text: str, expected:
         {"file": "", "offset": 0, "gtid": "0-1-99999999999999999999", "scheme": "gtid"},
         {"file": "", "offset": 0, "gtid": "4294967296-1-2", "scheme": "gtid"},
         {"file": "", "offset": 0, "gtid": "0-1-1;DROP", "scheme": "gtid"},
+        # Unicode digits: int() reads "٣" as 3, so "0-1-٣" passed as "0-1-3" under another text
+        {"file": "", "offset": 0, "gtid": "0-1-٣", "scheme": "gtid"},
+        {"file": "", "offset": 0, "gtid": "0-1-5,١-2-7", "scheme": "gtid"},
         {
             "file": "",
             "offset": 0,

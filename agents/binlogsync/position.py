@@ -106,15 +106,13 @@ def _gtid_key(text: str) -> int:
     domain, _, rest = text.partition("-")
     server, _, seq = rest.partition("-")
     if (
-        len(domain) <= 10
+        text.isascii()
+        and len(domain) <= 10
         and len(server) <= 10
         and len(seq) <= 20
         and domain.isdigit()
         and server.isdigit()
         and seq.isdigit()
-        and domain.isascii()
-        and server.isascii()
-        and seq.isascii()
         and int(domain) < _U32
         and int(server) < _U32
     ):

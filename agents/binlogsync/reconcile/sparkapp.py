@@ -355,8 +355,7 @@ def _warm_sql(session: Any) -> None:
         from .rowstage import candidates
 
         query = candidates(session, session.sparkContext.emptyRDD())._jdf.queryExecution()
-        query.executedPlan()
-        query.debug().codegenToSeq()  # generates and compiles; runs nothing
+        query.debug().codegenToSeq()  # plans, generates and compiles; runs nothing
     except Exception:  # noqa: BLE001 - only a warm-up
         log.debug("Spark SQL warm-up failed", exc_info=True)
 
